@@ -1,0 +1,13 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/v1/memory/", include("memory.urls")),
+    path("api/v1/", include("retention.urls")),
+]
+
+handler404 = "config.errors.json_not_found"
+handler500 = "config.errors.json_server_error"

@@ -1,0 +1,249 @@
+"""The governed memory store.
+
+A record carries its own lock (`retained_until`, `held`, `lock_protects_content`): machine-checkable
+metadata that the retention engine keeps in step with the retention table and the holds, and that the
+guard trigger (migration 0002) reads. Nothing here decides whether a forget is allowed: that is
+`memory.services.forget`, the one guarded path.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Tenant(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Subject(models.Model):
+    """A data subject, known to the tenant by an opaque reference (never an e-mail in clear here)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="subjects")
+    ref = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "ref"], name="subject_unique_ref")]
+
+    def __str__(self) -> str:
+        return self.ref
+
+
+class Scope(models.Model):
+    """A node of the scope tree: tenant > user > session > document, any depth.
+
+    `path` is the full path from the tenant's root (`user:42/session:7`); descendants are found through
+    `ScopeClosure`, which holds one row per (ancestor, descendant) pair, itself included.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="scopes")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    path = models.CharField(max_length=500)
+    depth = models.PositiveSmallIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "path"], name="scope_unique_path")]
+
+    def __str__(self) -> str:
+        return self.path
+
+
+class ScopeClosure(models.Model):
+    ancestor = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="descendant_links")
+    descendant = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="ancestor_links")
+    depth = models.PositiveSmallIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["ancestor", "descendant"], name="scope_closure_unique")]
+        indexes = [models.Index(fields=["descendant", "ancestor"], name="scope_closure_desc_idx")]
+
+
+class Tier(models.TextChoices):
+    HOT = "hot"
+    WARM = "warm"
+    COLD = "cold"
+
+
+class GovernedQuerySet(models.QuerySet):
+    """`QuerySet.delete()` goes through the guard: a governed row is never deleted by the collector."""
+
+    def delete(self):  # type: ignore[override]
+        from memory.services import forget_queryset_delete
+
+        return forget_queryset_delete(self)
+
+    delete.alters_data = True
+    delete.queryset_only = True
+
+
+class Record(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="records")
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="records")
+    subject = models.ForeignKey(Subject, null=True, blank=True, on_delete=models.PROTECT, related_name="records")
+    content_class = models.ForeignKey("retention.ContentClass", on_delete=models.PROTECT, related_name="records")
+    content = models.TextField(blank=True)
+    # Salted SHA-256 of the content (hex). The salt reaches only the data subject, in their receipt.
+    commitment = models.CharField(max_length=64)
+    salt = models.CharField(max_length=32)
+    tier = models.CharField(max_length=4, choices=Tier.choices, default=Tier.HOT)
+    created_at = models.DateTimeField(db_index=True)
+    forgotten_at = models.DateTimeField(null=True, blank=True)
+    redacted_at = models.DateTimeField(null=True, blank=True)
+    erasure_pending = models.BooleanField(default=False)
+    # The forget event that last changed this record: its verification handle.
+    forget_event = models.ForeignKey("memory.ForgetEvent", null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="+")
+    # The lock, kept in step with the retention table and holds by retention.services.locks_recompute.
+    retained_until = models.DateTimeField(null=True, blank=True)
+    held = models.BooleanField(default=False)
+    lock_protects_content = models.BooleanField(default=False)
+
+    objects = GovernedQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tenant", "subject"], name="record_tenant_subject_idx"),
+            models.Index(fields=["scope"], name="record_scope_idx"),
+            models.Index(fields=["content_class"], name="record_class_idx"),
+            # The sweeps' scan: hidden or redacted rows still at rest.
+            models.Index(fields=["forgotten_at"], name="record_forgotten_idx", condition=Q(forgotten_at__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"record {self.pk}"
+
+    @property
+    def is_forgotten(self) -> bool:
+        return self.forgotten_at is not None or self.redacted_at is not None
+
+    def delete(self, *args, **kwargs):  # type: ignore[override]
+        return Record.objects.filter(pk=self.pk).delete()
+
+
+class RecordTag(models.Model):
+    record = models.ForeignKey(Record, on_delete=models.CASCADE, related_name="tags")
+    name = models.CharField(max_length=100)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["record", "name"], name="record_tag_unique")]
+        indexes = [models.Index(fields=["name", "record"], name="record_tag_name_idx")]
+
+
+class ArtifactKind(models.TextChoices):
+    SUMMARY = "summary"
+    EMBEDDING = "embedding"
+    CACHE = "cache"
+    ARCHIVE = "archive"
+    FLEET_COPY = "fleet_copy"
+
+
+class DerivedArtifact(models.Model):
+    """A copy made from records: a summary, an embedding, a cache entry, an archive copy, another agent's copy.
+
+    It goes when any of its sources is forgotten; its lineage is `Lineage`.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="artifacts")
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="artifacts")
+    kind = models.CharField(max_length=12, choices=ArtifactKind.choices)
+    content = models.TextField(blank=True)
+    # float32 little-endian vector, for embeddings (see memory.embedding).
+    vector = models.BinaryField(null=True, blank=True)
+    # Who holds the copy, for fleet copies and archives (an agent name, an archive location).
+    holder = models.CharField(max_length=200, blank=True)
+    sources = models.ManyToManyField(Record, through="Lineage", related_name="artifacts")
+    created_at = models.DateTimeField(db_index=True)
+    forgotten_at = models.DateTimeField(null=True, blank=True)
+    redacted_at = models.DateTimeField(null=True, blank=True)
+    forget_event = models.ForeignKey("memory.ForgetEvent", null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="+")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tenant", "kind"], name="artifact_tenant_kind_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.pk}"
+
+
+class Lineage(models.Model):
+    artifact = models.ForeignKey(DerivedArtifact, on_delete=models.CASCADE, related_name="lineage")
+    source = models.ForeignKey(Record, on_delete=models.CASCADE, related_name="lineage")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["artifact", "source"], name="lineage_unique")]
+        indexes = [models.Index(fields=["source", "artifact"], name="lineage_source_idx")]
+
+
+class ForgetMode(models.TextChoices):
+    SOFT = "soft"
+    REDACT = "redact"
+    HARD = "hard"
+
+
+class ForgetStatus(models.TextChoices):
+    FORGOTTEN = "forgotten"
+    PARTIAL = "partial"
+    REFUSED = "refused"
+
+
+class ForgetEvent(models.Model):
+    """One forget, whatever path asked for it: its `id` is the monotonic verification handle.
+
+    Append-only. `outcomes` holds record ids by outcome and the refusals with their reasons; it never
+    holds content.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="forget_events")
+    public_id = models.UUIDField(unique=True)
+    actor = models.CharField(max_length=200)
+    path = models.CharField(max_length=40)
+    target = models.JSONField()
+    mode = models.CharField(max_length=6, choices=ForgetMode.choices)
+    reason = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=ForgetStatus.choices)
+    outcomes = models.JSONField()
+    artifacts = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"forget #{self.pk}"
+
+
+class DeletedRecord(models.Model):
+    """Which tenant a hard-deleted record id belonged to and which forget deleted it (for 410 answers)."""
+
+    record_id = models.BigIntegerField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="+")
+    forget_event = models.ForeignKey(ForgetEvent, on_delete=models.PROTECT, related_name="+")
+    deleted_at = models.DateTimeField()
+
+
+class ApiToken(models.Model):
+    """An API token: a tenant and a role. Only the SHA-256 of the key is stored."""
+
+    class Role(models.TextChoices):
+        AGENT = "agent"
+        OPERATOR = "operator"
+        LEGAL = "legal"
+        AUDITOR = "auditor"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="tokens")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="api_tokens")
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=8)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.role} token {self.prefix}… for {self.tenant}"

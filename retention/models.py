@@ -1,0 +1,135 @@
+"""Content classes, the retention table (rules, versioned) and legal holds.
+
+Rules and holds decide the lock that each record carries (`memory.Record.retained_until`, `held`,
+`lock_protects_content`); `retention.services` keeps the two in step, set-based.
+"""
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class ContentClass(models.Model):
+    tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="content_classes")
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "content classes"
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="content_class_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class RuleKind(models.TextChoices):
+    REGULATORY = "regulatory"
+    PACT = "pact"
+    OPERATIONAL = "operational"
+
+
+class RuleMode(models.TextChoices):
+    # Legal may shorten, retire or override with a written justification (audited).
+    GOVERNANCE = "governance"
+    # Nobody may shorten, retire or override it, not even a superuser; it can only be extended.
+    COMPLIANCE = "compliance"
+
+
+class RuleProtects(models.TextChoices):
+    # The row, id, timestamps and commitment must survive: soft and redact stay permitted.
+    EXISTENCE = "existence"
+    # Write-once (SEC 17a-4): the content must survive too; only soft stays permitted.
+    CONTENT = "content"
+
+
+class RetentionRule(models.Model):
+    tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="retention_rules")
+    content_class = models.ForeignKey(ContentClass, on_delete=models.PROTECT, related_name="rules")
+    kind = models.CharField(max_length=12, choices=RuleKind.choices)
+    duration_days = models.PositiveIntegerField()
+    authority = models.CharField(max_length=200)
+    mode = models.CharField(max_length=10, choices=RuleMode.choices, default=RuleMode.GOVERNANCE)
+    protects = models.CharField(max_length=9, choices=RuleProtects.choices, default=RuleProtects.EXISTENCE)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # A retired rule stops applying but stays on record; compliance rules are never retired.
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["content_class"], name="rule_active_class_idx", condition=Q(retired_at__isnull=True)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.content_class}: {self.duration_days} days ({self.authority})"
+
+
+class RetentionTableVersion(models.Model):
+    """Every change to a tenant's retention table makes a new numbered version holding the whole table."""
+
+    tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="retention_versions")
+    number = models.PositiveIntegerField()
+    actor = models.CharField(max_length=200)
+    change = models.TextField()
+    rules = models.JSONField()
+    # SHA-256 of the RFC 8785 canonical form of `rules`: what a signature covers.
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "number"], name="retention_version_unique")]
+        ordering = ["tenant", "-number"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant} retention table v{self.number}"
+
+
+class LegalHold(models.Model):
+    """A hold covers a subject, a content class, a scope (with descendants) or listed records.
+
+    Holds are never deleted: a released hold keeps who released it, when and why.
+    """
+
+    tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="legal_holds")
+    matter = models.CharField(max_length=200)
+    authority = models.CharField(max_length=200, blank=True)
+    placed_by = models.CharField(max_length=200)
+    placed_at = models.DateTimeField()
+    subject = models.ForeignKey("memory.Subject", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    content_class = models.ForeignKey(ContentClass, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    scope = models.ForeignKey("memory.Scope", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    released_at = models.DateTimeField(null=True, blank=True)
+    released_by = models.CharField(max_length=200, blank=True)
+    release_reason = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant"], name="hold_active_idx", condition=Q(released_at__isnull=True))]
+
+    def __str__(self) -> str:
+        return self.matter
+
+    @property
+    def is_active(self) -> bool:
+        return self.released_at is None
+
+
+class HoldRecord(models.Model):
+    """A record listed by a hold. A plain id, not a foreign key: the hold's history outlives the record."""
+
+    hold = models.ForeignKey(LegalHold, on_delete=models.PROTECT, related_name="listed_records")
+    record_id = models.BigIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hold", "record_id"], name="hold_record_unique")]
+        indexes = [models.Index(fields=["record_id"], name="hold_record_record_idx")]
+
+
+class LockRecomputeGrant(models.Model):
+    """Present only inside the transaction of `retention.services.locks_recompute`.
+
+    The guard trigger refuses to shorten a record's lock (lower `retained_until`, clear `held` or
+    `lock_protects_content`) unless this table has a row: uncommitted rows are visible only to their
+    own transaction, so a stray UPDATE elsewhere cannot unlock a record and then delete it.
+    """
+
+    granted_at = models.DateTimeField(auto_now_add=True)

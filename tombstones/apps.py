@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TombstonesConfig(AppConfig):
+    name = "tombstones"
+    verbose_name = "Tombstones"
