@@ -4,7 +4,6 @@ Embedded default: SQLite in ./var and Kombu's filesystem broker in ./var/broker,
 and a real Celery worker run with no server installed. Production and CI set DATABASE_URL
 (PostgreSQL) and CELERY_BROKER_URL (Redis).
 """
-import warnings
 from pathlib import Path
 
 import environ
@@ -16,10 +15,8 @@ env = environ.Env()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env.bool("DEBUG", default=False)
-_DEV_SECRET = "dev-only-insecure-secret-key-change-me"
-SECRET_KEY = env.str("SECRET_KEY", default=_DEV_SECRET)
-if SECRET_KEY == _DEV_SECRET and not DEBUG:
-    warnings.warn("SECRET_KEY is not set: using the development key", RuntimeWarning, stacklevel=1)
+# The development default is public: production must set SECRET_KEY (README.md, "Settings").
+SECRET_KEY = env.str("SECRET_KEY", default="dev-only-insecure-secret-key-change-me")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 
 INSTALLED_APPS = [
@@ -127,8 +124,8 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
 # The embedder that turns content into vectors for similarity search (dotted path to a class).
 LEDGER_EMBEDDER = env.str("LEDGER_EMBEDDER", default="memory.embedding.HashingEmbedder")
-# How long the read path may cache a record read by id (seconds); forget invalidates at once.
-LEDGER_READ_CACHE_SECONDS = env.int("LEDGER_READ_CACHE_SECONDS", default=300)
+# A hidden record with no lock has its content purged by compaction within this many days.
+LEDGER_COMPACTION_GRACE_DAYS = env.int("LEDGER_COMPACTION_GRACE_DAYS", default=30)
 # Largest record content accepted by the memory API (characters).
 LEDGER_MAX_CONTENT_CHARS = env.int("LEDGER_MAX_CONTENT_CHARS", default=64 * 1024)
 

@@ -1,1 +1,12 @@
-urlpatterns = []
+from django.urls import path
+
+from memory import api
+
+urlpatterns = [
+    path("records", api.RecordsView.as_view(), name="memory-records"),
+    path("records/<int:record_id>", api.RecordView.as_view(), name="memory-record"),
+    path("records/<int:record_id>/artifacts", api.RecordArtifactsView.as_view(), name="memory-record-artifacts"),
+    path("search", api.SearchView.as_view(), name="memory-search"),
+    path("forget", api.ForgetView.as_view(), name="memory-forget"),
+    path("confirm-erasure", api.ConfirmErasureView.as_view(), name="memory-confirm-erasure"),
+]

@@ -1,0 +1,120 @@
+"""Admin for the store. Deleting a record goes through the one guarded forget: a locked record offers
+no delete at all, and the bulk action is a hard forget that reports each refusal."""
+from django.contrib import admin, messages
+from django.utils import timezone
+
+from config.errors import ApplicationError
+from memory.models import ApiToken, DerivedArtifact, ForgetEvent, ForgetMode, Record, Scope, Subject, Tenant
+from memory.services import ForgetTarget, records_forget
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    search_fields = ["name"]
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Subject)
+class SubjectAdmin(admin.ModelAdmin):
+    list_display = ["ref", "tenant", "created_at"]
+    search_fields = ["ref"]
+    list_select_related = ["tenant"]
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Scope)
+class ScopeAdmin(admin.ModelAdmin):
+    list_display = ["path", "tenant", "depth"]
+    search_fields = ["path"]
+    list_select_related = ["tenant"]
+    raw_id_fields = ["parent"]
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Record)
+class RecordAdmin(admin.ModelAdmin):
+    list_display = ["id", "tenant", "scope", "content_class", "tier", "created_at", "forgotten_at", "retained_until",
+                    "held"]
+    list_select_related = ["tenant", "scope", "content_class"]
+    list_filter = ["tier", "held"]
+    show_full_result_count = False
+    raw_id_fields = ["scope", "subject", "forget_event"]
+    readonly_fields = ["commitment", "salt", "forgotten_at", "redacted_at", "erasure_pending", "forget_event",
+                       "retained_until", "held", "lock_protects_content", "created_at"]
+    actions = ["forget_hard"]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def has_delete_permission(self, request, obj=None):
+        if obj is not None and (obj.held or (obj.retained_until and obj.retained_until > timezone.now())):
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_model(self, request, obj):
+        records_forget(tenant=obj.tenant, target=ForgetTarget(record_ids=(obj.pk,)), mode=ForgetMode.HARD,
+                       actor=f"admin:{request.user.username}", path="admin", reason="admin delete")
+
+    @admin.action(description="Forget (hard) through the retention guard", permissions=["delete"])
+    def forget_hard(self, request, queryset):
+        by_tenant = {}
+        for record in queryset.select_related("tenant").only("pk", "tenant"):
+            by_tenant.setdefault(record.tenant, []).append(record.pk)
+        for tenant, ids in by_tenant.items():
+            try:
+                result = records_forget(tenant=tenant, target=ForgetTarget(record_ids=tuple(ids)),
+                                        mode=ForgetMode.HARD, actor=f"admin:{request.user.username}", path="admin",
+                                        reason="admin bulk forget")
+            except ApplicationError as exc:
+                self.message_user(request, f"{tenant}: {exc.detail}", messages.ERROR)
+                continue
+            refused = [r for r in result.results if r["outcome"] == "refused"]
+            self.message_user(request, f"{tenant}: forget #{result.event.pk} {result.status}: "
+                              f"{len(result.results) - len(refused)} deleted, {len(refused)} refused "
+                              f"({', '.join(sorted({r['reason']['code'] for r in refused})) or 'none'}).",
+                              messages.WARNING if refused else messages.SUCCESS)
+
+
+@admin.register(DerivedArtifact)
+class DerivedArtifactAdmin(admin.ModelAdmin):
+    list_display = ["id", "kind", "tenant", "holder", "created_at", "forgotten_at"]
+    list_filter = ["kind"]
+    list_select_related = ["tenant"]
+    show_full_result_count = False
+    raw_id_fields = ["scope", "forget_event"]
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ForgetEvent)
+class ForgetEventAdmin(ReadOnlyAdmin):
+    list_display = ["id", "tenant", "path", "mode", "status", "actor", "created_at", "confirmed_at"]
+    list_filter = ["status", "mode", "path"]
+    list_select_related = ["tenant"]
+    show_full_result_count = False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    list_display = ["prefix", "tenant", "role", "created_at", "revoked_at"]
+    exclude = ["key_hash"]

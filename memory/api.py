@@ -1,0 +1,202 @@
+"""The memory API for agent runtimes: write, read, search, forget, confirm-erasure. Views parse,
+call one service or selector, and present; the rules live in memory.services and memory.selectors."""
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.api import StrictCharField, StrictIntegerField, StrictSerializer, role_required
+from memory import errors, selectors, services
+from memory.models import ArtifactKind, DerivedArtifact, ForgetMode, Record, Tier
+
+AgentOnly = role_required("agent")
+
+
+def _tenant_of(request, body_tenant: str | None = None):
+    tenant = request.auth.tenant
+    if body_tenant is not None and body_tenant != tenant.name:
+        raise errors.MemoryError("tenant_mismatch", "This token belongs to another tenant.",
+                                 status_code=status.HTTP_403_FORBIDDEN)
+    return tenant
+
+
+class RecordOut(serializers.ModelSerializer):
+    scope = serializers.CharField(source="scope.path")
+    subject = serializers.CharField(source="subject.ref", allow_null=True, default=None)
+    content_class = serializers.CharField(source="content_class.name")
+    locked_until = serializers.DateTimeField(source="retained_until")
+
+    class Meta:
+        model = Record
+        fields = ["id", "scope", "subject", "content_class", "content", "commitment", "tier", "created_at",
+                  "locked_until", "held"]
+
+
+class ArtifactOut(serializers.ModelSerializer):
+    derived_from = serializers.SerializerMethodField()
+
+    class Meta:
+        model = DerivedArtifact
+        fields = ["id", "kind", "content", "holder", "created_at", "derived_from"]
+
+    def get_derived_from(self, artifact) -> list[int]:
+        return sorted(link.source_id for link in artifact.lineage.all())
+
+
+class WriteIn(StrictSerializer):
+    tenant = StrictCharField(required=False)
+    scope = StrictCharField(required=False, max_length=2000)
+    subject = StrictCharField(required=False, allow_null=True, max_length=200)
+    content_class = StrictCharField(required=False, max_length=100)
+    content = StrictCharField(allow_blank=True, trim_whitespace=False)
+    tier = serializers.ChoiceField(choices=Tier.choices, required=False, default=Tier.HOT)
+    tags = serializers.ListField(child=StrictCharField(max_length=100), required=False, max_length=20)
+    derived_from = serializers.ListField(child=StrictIntegerField(min_value=1), required=False, max_length=1000)
+    kind = serializers.ChoiceField(choices=ArtifactKind.choices, required=False)
+    holder = StrictCharField(required=False, allow_blank=True, max_length=200)
+
+    def validate(self, data):
+        if "derived_from" in data:
+            if "kind" not in data:
+                raise serializers.ValidationError({"kind": ["A derived artifact needs its kind."]})
+        else:
+            missing = [f for f in ("scope", "content_class") if f not in data]
+            if missing:
+                raise serializers.ValidationError({f: ["This field is required."] for f in missing})
+        return data
+
+
+class RecordsView(APIView):
+    permission_classes = [AgentOnly]
+
+    @extend_schema(request=WriteIn, responses={201: RecordOut})
+    def post(self, request):
+        body = WriteIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        tenant = _tenant_of(request, data.get("tenant"))
+        if "derived_from" in data:
+            artifact = services.artifact_write(tenant=tenant, kind=data["kind"], source_ids=data["derived_from"],
+                                               content=data["content"], holder=data.get("holder", ""))
+            return Response(ArtifactOut(artifact).data, status=status.HTTP_201_CREATED)
+        record = services.record_write(
+            tenant=tenant, scope_path=data["scope"], content_class_name=data["content_class"],
+            content=data["content"], subject_ref=data.get("subject"), tier=data["tier"], tags=data.get("tags"),
+        )
+        return Response(RecordOut(record).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(parameters=[OpenApiParameter("scope", str, required=True),
+                               OpenApiParameter("limit", int), OpenApiParameter("after", int)],
+                   responses={200: RecordOut(many=True)})
+    def get(self, request):
+        params = _Query(request.query_params)
+        records = selectors.records_in_scope(tenant=_tenant_of(request), scope_path=params.str("scope"),
+                                             limit=params.int("limit", 100), after=params.int("after", None))
+        next_after = records[-1].pk if records else None
+        return Response({"results": RecordOut(records, many=True).data, "next_after": next_after})
+
+
+class _Query:
+    """Query-string parameters, typed; a bad one is 400 `invalid_parameter`."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def str(self, name: str) -> str:
+        value = self.params.get(name)
+        if value is None:
+            raise errors.invalid("invalid_parameter", f"The query parameter `{name}` is required.", parameter=name)
+        return value
+
+    def int(self, name: str, default):
+        value = self.params.get(name)
+        if value is None:
+            return default
+        if not value.isdigit() or len(value) > 18:
+            raise errors.invalid("invalid_parameter", f"`{name}` must be a positive integer.", parameter=name)
+        return int(value)
+
+
+class RecordView(APIView):
+    permission_classes = [AgentOnly]
+
+    @extend_schema(responses={200: RecordOut})
+    def get(self, request, record_id: int):
+        return Response(RecordOut(selectors.record_read(tenant=_tenant_of(request), record_id=record_id)).data)
+
+
+class RecordArtifactsView(APIView):
+    permission_classes = [AgentOnly]
+
+    @extend_schema(responses={200: ArtifactOut(many=True)})
+    def get(self, request, record_id: int):
+        artifacts = selectors.artifacts_for_source(tenant=_tenant_of(request), record_id=record_id)
+        return Response({"results": ArtifactOut(artifacts, many=True).data})
+
+
+class SearchView(APIView):
+    permission_classes = [AgentOnly]
+
+    @extend_schema(parameters=[OpenApiParameter("q", str, required=True),
+                               OpenApiParameter("mode", str, enum=["keyword", "similar"]),
+                               OpenApiParameter("limit", int)])
+    def get(self, request):
+        params = _Query(request.query_params)
+        tenant, q, limit = _tenant_of(request), params.str("q"), params.int("limit", 10)
+        mode = request.query_params.get("mode", "keyword")
+        if mode == "keyword":
+            hits = [{"record": RecordOut(r).data} for r in selectors.records_search(tenant=tenant, q=q, limit=limit)]
+        elif mode == "similar":
+            hits = [{"record": RecordOut(h.record).data, "score": round(h.score, 6)}
+                    for h in selectors.records_similar(tenant=tenant, q=q, limit=limit)]
+        else:
+            raise errors.invalid("invalid_parameter", "`mode` must be `keyword` or `similar`.", parameter="mode")
+        return Response({"results": hits})
+
+
+class ForgetIn(StrictSerializer):
+    target = serializers.JSONField()
+    mode = serializers.ChoiceField(choices=ForgetMode.choices)
+    reason = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
+    tenant = StrictCharField(required=False)
+
+
+class ForgetView(APIView):
+    permission_classes = [AgentOnly]
+
+    @extend_schema(request=ForgetIn, responses={200: inline_serializer("ForgetOut", {
+        "status": serializers.ChoiceField(choices=["forgotten", "partial", "refused"]),
+        "results": serializers.ListField(child=serializers.DictField()),
+        "erasure_pending": serializers.BooleanField(),
+        "handle": serializers.DictField(),
+    })})
+    def post(self, request):
+        body = ForgetIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        tenant = _tenant_of(request, data.get("tenant"))
+        result = services.records_forget(
+            tenant=tenant, target=services.ForgetTarget.parse(data["target"]), mode=data["mode"],
+            reason=data["reason"], actor=f"token:{request.auth.prefix}", path="api",
+        )
+        code = status.HTTP_409_CONFLICT if result.status == "refused" else status.HTTP_200_OK
+        return Response(result.as_api(), status=code)
+
+
+class ConfirmIn(StrictSerializer):
+    handle = serializers.JSONField()
+    tenant = StrictCharField(required=False)
+
+
+class ConfirmErasureView(APIView):
+    permission_classes = [AgentOnly]
+
+    @extend_schema(request=ConfirmIn)
+    def post(self, request):
+        body = ConfirmIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        tenant = _tenant_of(request, body.validated_data.get("tenant"))
+        result = services.erasure_confirm(tenant=tenant, handle=body.validated_data["handle"])
+        return Response(result.as_api(), status=status.HTTP_200_OK if result.erased else status.HTTP_409_CONFLICT)

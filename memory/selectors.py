@@ -1,0 +1,131 @@
+"""The read paths. Each one generates candidates its own way and then materializes them through
+`_visible_records` / `_live_artifacts`, which filter forgotten and redacted rows at the final step:
+whatever a candidate source returns (an index, a lineage walk), forgotten content never leaves here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from django.db.models import QuerySet
+
+from memory import errors
+from memory.embedding import embedder, vectors_from_bytes
+from memory.models import ArtifactKind, DeletedRecord, DerivedArtifact, Lineage, Record, Tenant
+from memory.services.scopes import scope_descendant_ids, scope_get
+
+MAX_PAGE = 500
+# Ids are 64-bit; a larger number in a URL names nothing (and must not reach the database).
+MAX_ID = 2**63 - 1
+MAX_QUERY_CHARS = 1000
+
+
+def _visible_records(tenant: Tenant, ids) -> QuerySet:
+    """The final step of every record read path."""
+    return (Record.objects.filter(tenant=tenant, pk__in=ids, forgotten_at__isnull=True, redacted_at__isnull=True)
+            .select_related("scope", "subject", "content_class"))
+
+
+def _live_artifacts(tenant: Tenant, ids) -> QuerySet:
+    """The final step of every artifact read path: the artifact and all of its sources must be live."""
+    return (DerivedArtifact.objects.filter(tenant=tenant, pk__in=ids, forgotten_at__isnull=True,
+                                           redacted_at__isnull=True)
+            .exclude(lineage__source__forgotten_at__isnull=False)
+            .exclude(lineage__source__redacted_at__isnull=False))
+
+
+def record_read(*, tenant: Tenant, record_id: int) -> Record:
+    """A record by id: 410 `forgotten` with its verification handle when forgotten (to its own tenant
+    only), 404 when it does not exist or belongs to another tenant."""
+    record = _visible_records(tenant, [record_id]).first()
+    if record is not None:
+        return record
+    event = None
+    forgotten = Record.objects.filter(tenant=tenant, pk=record_id).select_related("forget_event").first()
+    if forgotten is not None:
+        event = forgotten.forget_event
+    else:
+        deleted = DeletedRecord.objects.filter(tenant=tenant, record_id=record_id).select_related("forget_event").first()
+        event = deleted.forget_event if deleted else None
+    if event is None:
+        raise errors.not_found()
+    raise errors.gone("This record was forgotten.", record_id=record_id,
+                      handle={"sequence": event.pk, "tombstone_id": str(event.public_id)})
+
+
+def _page(queryset: QuerySet, *, limit: int, after: int | None) -> list:
+    if after is not None:
+        queryset = queryset.filter(pk__gt=after)
+    return list(queryset.order_by("pk")[:limit])
+
+
+def _limit_valid(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_PAGE:
+        raise errors.invalid("invalid_limit", f"limit must be an integer from 1 to {MAX_PAGE}.")
+    return limit
+
+
+def records_in_scope(*, tenant: Tenant, scope_path: str, limit: int = 100, after: int | None = None) -> list[Record]:
+    """The records of a scope and of every scope below it, by id, a page at a time."""
+    limit = _limit_valid(limit)
+    scope = scope_get(tenant=tenant, path=scope_path)
+    candidates = Record.objects.filter(tenant=tenant, scope_id__in=scope_descendant_ids(scope)).values("pk")
+    return _page(_visible_records(tenant, candidates), limit=limit, after=after)
+
+
+def _query_valid(q: object) -> str:
+    if not isinstance(q, str) or not q.strip() or len(q) > MAX_QUERY_CHARS:
+        raise errors.invalid("invalid_query", f"q must be 1 to {MAX_QUERY_CHARS} characters.")
+    return q.strip()
+
+
+def records_search(*, tenant: Tenant, q: str, limit: int = 20) -> list[Record]:
+    """Keyword search: records whose content contains the words of `q` (case-insensitive)."""
+    q, limit = _query_valid(q), _limit_valid(limit)
+    candidates = Record.objects.filter(tenant=tenant)
+    for word in q.split()[:10]:
+        candidates = candidates.filter(content__icontains=word)
+    ids = list(candidates.order_by("-pk").values_list("pk", flat=True)[: limit * 2])
+    return list(_visible_records(tenant, ids).order_by("-pk")[:limit])
+
+
+@dataclass(frozen=True)
+class SimilarHit:
+    record: Record
+    score: float
+
+
+def similarity_candidates(*, tenant: Tenant, text: str, k: int) -> list[tuple[int, float]]:
+    """The similarity index: (record id, cosine) of the nearest embeddings, before the final step.
+
+    Brute force over the tenant's live embedding vectors with NumPy; the index is the
+    `DerivedArtifact(kind=embedding)` rows themselves, so a forgotten embedding leaves it with its row.
+    """
+    rows = list(DerivedArtifact.objects.filter(tenant=tenant, kind=ArtifactKind.EMBEDDING, vector__isnull=False,
+                                                forgotten_at__isnull=True).values_list("pk", "vector"))
+    if not rows:
+        return []
+    model = embedder()
+    matrix = vectors_from_bytes([v for _, v in rows], model.dim)
+    scores = matrix @ model.embed([text])[0]
+    top = np.argsort(-scores)[: k * 2]
+    artifact_ids = {rows[i][0]: float(scores[i]) for i in top}
+    best: dict[int, float] = {}
+    for artifact_id, source_id in Lineage.objects.filter(artifact_id__in=artifact_ids).values_list(
+            "artifact_id", "source_id"):
+        best[source_id] = max(best.get(source_id, -1.0), artifact_ids[artifact_id])
+    return sorted(best.items(), key=lambda item: -item[1])
+
+
+def records_similar(*, tenant: Tenant, q: str, limit: int = 10) -> list[SimilarHit]:
+    q, limit = _query_valid(q), _limit_valid(limit)
+    candidates = similarity_candidates(tenant=tenant, text=q, k=limit)
+    visible = {r.pk: r for r in _visible_records(tenant, [pk for pk, _ in candidates])}
+    return [SimilarHit(visible[pk], score) for pk, score in candidates if pk in visible][:limit]
+
+
+def artifacts_for_source(*, tenant: Tenant, record_id: int) -> list[DerivedArtifact]:
+    """The live artifacts derived from a record (410 when the record itself is forgotten)."""
+    record_read(tenant=tenant, record_id=record_id)
+    ids = Lineage.objects.filter(source_id=record_id).values("artifact_id")
+    return list(_live_artifacts(tenant, ids).order_by("pk"))

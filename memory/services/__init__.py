@@ -1,0 +1,19 @@
+"""The memory app's writes: the store's write path and the one guarded forget."""
+from memory.services.confirm import erasure_confirm
+from memory.services.forget import ForgetResult, forget_queryset_delete, records_forget
+from memory.services.scopes import scope_get, scope_get_or_create
+from memory.services.targets import ForgetTarget
+from memory.services.write import artifact_write, record_write, subject_get_or_create
+
+__all__ = [
+    "ForgetResult",
+    "ForgetTarget",
+    "artifact_write",
+    "erasure_confirm",
+    "forget_queryset_delete",
+    "record_write",
+    "records_forget",
+    "scope_get",
+    "scope_get_or_create",
+    "subject_get_or_create",
+]

@@ -1,0 +1,22 @@
+"""The retention app's errors. Codes are stable; README.md lists them."""
+from __future__ import annotations
+
+from rest_framework import status
+
+from config.errors import ApplicationError
+
+
+class RetentionError(ApplicationError):
+    code = "retention_error"
+
+
+def invalid(code: str, detail: str, **extra) -> RetentionError:
+    return RetentionError(code, detail, extra, status_code=status.HTTP_400_BAD_REQUEST)
+
+
+def not_found(detail: str, **extra) -> RetentionError:
+    return RetentionError("not_found", detail, extra, status_code=status.HTTP_404_NOT_FOUND)
+
+
+def conflict(code: str, detail: str, **extra) -> RetentionError:
+    return RetentionError(code, detail, extra, status_code=status.HTTP_409_CONFLICT)

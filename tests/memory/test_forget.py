@@ -1,0 +1,231 @@
+"""The one guarded forget: refusals with reasons, modes permitted under a lock, partial answers,
+and the same record surviving every other destructive path (DESIGN.md invariants 1 to 3)."""
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from config.errors import ApplicationError
+from memory.models import DerivedArtifact, ForgetEvent, Record
+from memory.services import ForgetTarget, records_forget
+from retention.services import hold_place, rule_change_duration, rule_retire
+from tests.factories import record, rule
+
+SEVEN_YEARS = 7 * 365
+
+
+def forget(agent, target, mode, **extra):
+    return agent.post("/api/v1/memory/forget", {"target": target, "mode": mode, **extra}, format="json")
+
+
+@pytest.fixture
+def locked(tenant, ledger_class):
+    rule(tenant, ledger_class, days=SEVEN_YEARS, authority="SEC 17a-4")
+    return record(tenant, ledger_class, content="bought 100 ACME at 12.30")
+
+
+def test_hard_forget_of_locked_record_is_refused_with_reason(agent, locked):
+    response = forget(agent, {"record_id": locked.pk}, "hard", reason="user asked")
+
+    assert response.status_code == 409
+    body = response.json()
+    assert body["status"] == "refused"
+    (result,) = body["results"]
+    assert result["record_id"] == locked.pk and result["outcome"] == "refused"
+    reason = result["reason"]
+    assert reason["code"] == "retention_lock"
+    assert reason["authority"] == "SEC 17a-4"
+    assert reason["locked_until"].startswith(str(locked.retained_until.date()))
+    assert reason["permitted_modes"] == ["soft", "redact"]
+    (blocking,) = reason["blocking"]
+    assert blocking["type"] == "rule" and blocking["kind"] == "regulatory" and blocking["duration_days"] == SEVEN_YEARS
+    stored = Record.objects.get(pk=locked.pk)
+    assert stored.content == "bought 100 ACME at 12.30" and stored.forgotten_at is None
+
+
+def test_soft_and_redact_are_permitted_under_an_existence_lock_and_keep_the_row(agent, locked):
+    assert forget(agent, {"record_id": locked.pk}, "soft").json()["results"][0]["outcome"] == "hidden"
+    stored = Record.objects.get(pk=locked.pk)
+    assert stored.forgotten_at is not None and stored.content and stored.erasure_pending
+
+    assert forget(agent, {"record_id": locked.pk}, "redact").json()["results"][0]["outcome"] == "redacted"
+    stored = Record.objects.get(pk=locked.pk)
+    assert stored.content == "" and stored.redacted_at is not None
+    assert (stored.created_at, stored.commitment) == (locked.created_at, locked.commitment)
+
+
+def test_redact_is_refused_when_the_rule_protects_content(agent, tenant, ledger_class):
+    rule(tenant, ledger_class, days=SEVEN_YEARS, authority="SEC 17a-4(f) WORM", protects="content")
+    worm = record(tenant, ledger_class, content="order ticket 991")
+
+    response = forget(agent, {"record_id": worm.pk}, "redact")
+
+    assert response.status_code == 409
+    reason = response.json()["results"][0]["reason"]
+    assert reason["code"] == "retention_lock" and reason["permitted_modes"] == ["soft"]
+    assert reason["blocking"][0]["protects"] == "content"
+    assert Record.objects.get(pk=worm.pk).content == "order ticket 991"
+
+
+def test_pact_ttl_never_shortens_a_regulatory_retention(agent, tenant, ledger_class):
+    rule(tenant, ledger_class, days=SEVEN_YEARS, authority="SEC 17a-4")
+    rule(tenant, ledger_class, days=90, kind="pact", authority="customer pact §4.2")
+    old = record(tenant, ledger_class, age_days=100)
+
+    assert old.retained_until == old.created_at + timedelta(days=SEVEN_YEARS)
+    response = forget(agent, {"record_id": old.pk}, "hard")
+    assert response.status_code == 409
+    assert response.json()["results"][0]["reason"]["authority"] == "SEC 17a-4"
+    assert Record.objects.filter(pk=old.pk).exists()
+
+
+def test_hold_blocks_even_an_expired_rule(agent, tenant, ledger_class):
+    rule(tenant, ledger_class, days=SEVEN_YEARS)
+    expired = record(tenant, ledger_class, age_days=SEVEN_YEARS + 30, subject="s-9")
+    hold = hold_place(tenant=tenant, matter="Doe v. Acme", authority="court order 22-cv-1",
+                      subject=expired.subject, actor="legal")
+
+    response = forget(agent, {"record_id": expired.pk}, "hard")
+
+    assert response.status_code == 409
+    reason = response.json()["results"][0]["reason"]
+    assert reason["code"] == "legal_hold" and reason["authority"] == "court order 22-cv-1"
+    assert reason["blocking"][0]["hold_id"] == hold.pk
+    assert reason["permitted_modes"] == ["soft"]
+    assert forget(agent, {"record_id": expired.pk}, "redact").status_code == 409
+    assert Record.objects.get(pk=expired.pk).content == "hello world"
+
+
+def test_partial_forget_says_partial_and_lists_each_outcome(agent, tenant, chat, ledger_class):
+    rule(tenant, ledger_class, days=SEVEN_YEARS)
+    free = record(tenant, chat, scope="user:7/session:1", content="free")
+    kept = record(tenant, ledger_class, scope="user:7/session:2", content="kept")
+
+    response = forget(agent, {"scope": "user:7"}, "hard")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "partial" and body["erasure_pending"] is True
+    outcomes = {r["record_id"]: r["outcome"] for r in body["results"]}
+    assert outcomes == {free.pk: "deleted", kept.pk: "refused"}
+    assert not Record.objects.filter(pk=free.pk).exists() and Record.objects.filter(pk=kept.pk).exists()
+    assert body["handle"]["sequence"] == ForgetEvent.objects.get().pk
+
+
+def test_handles_are_monotonic(agent, tenant, chat):
+    first, second = record(tenant, chat, content="a"), record(tenant, chat, content="b")
+    one = forget(agent, {"record_id": first.pk}, "soft").json()["handle"]["sequence"]
+    two = forget(agent, {"record_id": second.pk}, "soft").json()["handle"]["sequence"]
+    assert two > one
+
+
+def test_locked_record_cannot_be_destroyed_by_queryset_or_model_delete(tenant, locked):
+    with pytest.raises(ApplicationError) as refused:
+        Record.objects.filter(pk=locked.pk).delete()
+    assert refused.value.code == "retention_lock"
+    with pytest.raises(ApplicationError):
+        Record.objects.get(pk=locked.pk).delete()
+    with pytest.raises(ApplicationError):
+        Record.objects.all().delete()
+    assert Record.objects.filter(pk=locked.pk).exists()
+
+
+def test_queryset_delete_of_unlocked_records_goes_through_the_guard(tenant, chat):
+    doomed = record(tenant, chat)
+    assert Record.objects.filter(pk=doomed.pk).delete() == (1, {"memory.Record": 1})
+    assert not Record.objects.filter(pk=doomed.pk).exists()
+    assert ForgetEvent.objects.get().path == "queryset_delete"
+
+
+def test_locked_record_cannot_be_destroyed_by_the_management_command(tenant, locked):
+    with pytest.raises(CommandError):
+        call_command("forget", tenant=tenant.name, record_id=[locked.pk], mode="hard")
+    assert Record.objects.filter(pk=locked.pk).exists()
+
+
+def test_locked_record_cannot_be_destroyed_by_raw_sql(locked):
+    with pytest.raises(DatabaseError, match="retention_lock"), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM memory_record WHERE id = %s", [locked.pk])
+    with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("UPDATE memory_record SET retained_until = NULL WHERE id = %s", [locked.pk])
+    assert Record.objects.filter(pk=locked.pk).exists()
+
+
+def test_locked_record_cannot_be_destroyed_from_the_admin(admin_client, locked):
+    response = admin_client.post(f"/admin/memory/record/{locked.pk}/delete/", {"post": "yes"})
+    assert response.status_code in (200, 302, 403, 409)
+    response = admin_client.post("/admin/memory/record/", {"action": "delete_selected", "_selected_action": [locked.pk],
+                                                           "post": "yes"})
+    assert response.status_code in (200, 302, 403, 409)
+    assert Record.objects.filter(pk=locked.pk).exists()
+
+
+def test_forgetting_a_record_forgets_artifacts_derived_from_any_of_its_sources(agent, tenant, chat):
+    a, b = record(tenant, chat, content="alpha"), record(tenant, chat, content="beta")
+    summary = agent.post("/api/v1/memory/records", {"derived_from": [a.pk, b.pk], "kind": "summary",
+                                                     "content": "alpha and beta"}, format="json")
+    assert summary.status_code == 201
+
+    assert forget(agent, {"record_id": a.pk}, "hard").status_code == 200
+
+    assert not DerivedArtifact.objects.filter(pk=summary.json()["id"]).exists()
+    assert agent.get(f"/api/v1/memory/records/{b.pk}").status_code == 200
+
+
+def test_compliance_rule_can_never_be_shortened_or_retired(tenant, ledger_class):
+    compliance = rule(tenant, ledger_class, days=SEVEN_YEARS, mode="compliance")
+    for change in (lambda: rule_change_duration(rule=compliance, duration_days=30, actor="su", justification="x"),
+                   lambda: rule_retire(rule=compliance, actor="su", justification="x")):
+        with pytest.raises(ApplicationError) as refused:
+            change()
+        assert refused.value.code == "compliance_lock"
+    extended = rule_change_duration(rule=compliance, duration_days=SEVEN_YEARS + 1, actor="legal", justification="x")
+    assert extended.duration_days == SEVEN_YEARS + 1
+
+
+def test_retiring_a_governance_rule_unlocks_its_records_set_based(agent, tenant, ledger_class,
+                                                                  django_assert_max_num_queries):
+    governance = rule(tenant, ledger_class, days=SEVEN_YEARS)
+    records = [record(tenant, ledger_class, content=f"r{i}") for i in range(20)]
+    with django_assert_max_num_queries(15):
+        rule_retire(rule=governance, actor="legal", justification="policy withdrawn")
+    assert not Record.objects.filter(pk__in=[r.pk for r in records], retained_until__isnull=False).exists()
+    assert forget(agent, {"record_id": [r.pk for r in records]}, "hard").json()["status"] == "forgotten"
+
+
+def test_a_rule_added_later_locks_existing_records(agent, tenant, ledger_class):
+    earlier = record(tenant, ledger_class)
+    rule(tenant, ledger_class, days=SEVEN_YEARS)
+    assert forget(agent, {"record_id": earlier.pk}, "hard").status_code == 409
+
+
+def test_released_hold_unlocks_and_stays_on_record(agent, tenant, chat):
+    kept = record(tenant, chat, subject="s-1")
+    hold = hold_place(tenant=tenant, matter="audit 2026", scope=kept.scope, actor="legal")
+    assert forget(agent, {"record_id": kept.pk}, "hard").status_code == 409
+
+    from retention.services import hold_release
+    hold_release(hold=hold, actor="legal", reason="matter closed")
+
+    assert forget(agent, {"record_id": kept.pk}, "hard").status_code == 200
+    hold.refresh_from_db()
+    assert hold.released_at is not None and hold.release_reason == "matter closed"
+
+
+def test_service_refuses_unknown_mode(tenant, chat):
+    kept = record(tenant, chat)
+    with pytest.raises(ApplicationError) as refused:
+        records_forget(tenant=tenant, target=ForgetTarget(record_ids=(kept.pk,)), mode="shred", actor="t")
+    assert refused.value.code == "invalid_mode"
+    assert Record.objects.get(pk=kept.pk).forgotten_at is None
+
+
+def test_hold_placed_on_a_record_written_later_in_the_held_scope(agent, tenant, chat):
+    first = record(tenant, chat, scope="user:3")
+    hold_place(tenant=tenant, matter="m", scope=first.scope, actor="legal")
+    later = record(tenant, chat, scope="user:3/session:9", age_days=0)
+    assert later.held
+    assert forget(agent, {"record_id": later.pk}, "hard").status_code == 409
+    assert timezone.now()

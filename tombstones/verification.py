@@ -1,0 +1,348 @@
+"""Verifying a tombstone receipt: the one implementation the page, the API and the offline verifier share.
+
+Pure: no Django, no database, no network. Input: a receipt (the signed envelope, its inclusion proof,
+the checkpoint it is proven against, optionally the subject's salts), the published key set and,
+optionally, another checkpoint of the same log with a consistency proof between the two. Output: a
+`Report` whose `code` is `genuine` or the first reason it is not, in plain words.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import merkle
+from .dsse import b64decode, pae
+from .jwk import PURPOSE_CHECKPOINT, PURPOSE_TOMBSTONE, PublicKey, format_time
+from .note import Checkpoint, NoteError, checkpoint_parse, checkpoint_signer
+
+RECEIPT_FORMAT = "forgetting-ledger-receipt/v1"
+MAX_RECEIPT_BYTES = 1024 * 1024
+MAX_PROOF_HASHES = 64
+
+GENUINE = "genuine"
+# Stable codes, in the order they are checked: the first one that fails is the verdict.
+REASONS = {
+    "malformed": "This is not a receipt we can read: {detail}.",
+    "unknown_key": "The tombstone is signed by a key ({kid}) that is not among the published keys.",
+    "field_changed": "A field was changed after signing: {detail}.",
+    "signature_mismatch": "The signature does not match the statement: it was not made by the key it names.",
+    "checkpoint_unknown_key": "The checkpoint is not signed by any published checkpoint key.",
+    "checkpoint_signature_mismatch": "The checkpoint's signature does not match: its size, root or time was changed.",
+    "wrong_log": "The checkpoint belongs to another log ({origin}), not to the one the tombstone names.",
+    "not_in_log": "The tombstone is not in the log: {detail}.",
+    "proof_mismatch": "The inclusion proof does not lead to the root hash that the checkpoint signs.",
+    "key_compromised": "The signing key was reported compromised at {compromised_at}, before the checkpoint "
+                       "that shows this tombstone in the log ({checkpoint_time}).",
+    "checkpoint_key_compromised": "The checkpoint key was reported compromised at {compromised_at}, before "
+                                  "this checkpoint was signed ({checkpoint_time}).",
+    "checkpoint_inconsistent": "The checkpoint is inconsistent with another checkpoint of this log ({detail}): "
+                               "the log's history was rewritten, or the proof comes from another tree.",
+}
+GENUINE_MESSAGE = "Genuine: signed by a published key and recorded in the log under a signed checkpoint."
+
+
+class Malformed(ValueError):
+    pass
+
+
+def commitment_of(content: str, salt_hex: str) -> str:
+    """The salted content commitment a tombstone lists: hex SHA-256 over (salt bytes || content UTF-8)."""
+    return hashlib.sha256(bytes.fromhex(salt_hex) + content.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Coverage:
+    covered: bool
+    message: str
+    outcome: str | None = None
+    tier: str | None = None
+
+
+@dataclass
+class Report:
+    code: str
+    message: str
+    checks: list[dict] = field(default_factory=list)
+    summary: dict | None = None
+    coverage: Coverage | None = None
+
+    @property
+    def genuine(self) -> bool:
+        return self.code == GENUINE
+
+    def as_dict(self) -> dict:
+        return {"genuine": self.genuine, **asdict(self)}
+
+
+@dataclass
+class Receipt:
+    tombstone_id: str | None
+    payload_type: str
+    payload: bytes
+    keyid: str
+    signature: bytes
+    leaf_index: int | None
+    tree_size: int | None
+    proof: list[bytes]
+    checkpoint_text: str | None
+    salts: dict[str, str]
+    envelope: dict
+
+
+def _int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise Malformed(f"`{name}` must be a non-negative integer")
+    return value
+
+
+def _hashes(value: Any, name: str) -> list[bytes]:
+    if not isinstance(value, list) or len(value) > MAX_PROOF_HASHES:
+        raise Malformed(f"`{name}` must be a list of base64 hashes")
+    try:
+        hashes = [b64decode(item) for item in value]
+    except ValueError:
+        raise Malformed(f"`{name}` holds something that is not base64") from None
+    if any(len(h) != merkle.HASH_SIZE for h in hashes):
+        raise Malformed(f"every hash in `{name}` must be 32 bytes")
+    return hashes
+
+
+def receipt_parse(document: Any) -> Receipt:
+    """A receipt from its JSON text or decoded object. A bare DSSE envelope is a receipt without proof."""
+    if isinstance(document, (bytes, str)):
+        if len(document) > MAX_RECEIPT_BYTES:
+            raise Malformed("it is larger than a receipt can be")
+        try:
+            document = json.loads(document)
+        except (ValueError, UnicodeDecodeError):
+            raise Malformed("it is not JSON") from None
+    if not isinstance(document, dict):
+        raise Malformed("a receipt is a JSON object")
+    envelope = document.get("envelope", document if "payloadType" in document else None)
+    if not isinstance(envelope, dict):
+        raise Malformed("it has no `envelope`")
+    signatures = envelope.get("signatures")
+    if not isinstance(signatures, list) or len(signatures) != 1 or not isinstance(signatures[0], dict):
+        raise Malformed("the envelope must carry exactly one signature")
+    keyid, sig = signatures[0].get("keyid"), signatures[0].get("sig")
+    payload_type = envelope.get("payloadType")
+    if not isinstance(keyid, str) or not isinstance(payload_type, str):
+        raise Malformed("the envelope's `payloadType` and signature `keyid` must be strings")
+    try:
+        payload, signature = b64decode(envelope.get("payload")), b64decode(sig)
+    except ValueError:
+        raise Malformed("the envelope's payload or signature is not base64") from None
+    inclusion = document.get("inclusion")
+    if inclusion is not None and not isinstance(inclusion, dict):
+        raise Malformed("`inclusion` must be an object")
+    inclusion = inclusion or {}
+    checkpoint = document.get("checkpoint")
+    if checkpoint is not None and not isinstance(checkpoint, str):
+        raise Malformed("`checkpoint` must be the checkpoint's text")
+    salts = document.get("salts") or {}
+    if not isinstance(salts, dict) or not all(isinstance(v, str) for v in salts.values()):
+        raise Malformed("`salts` must map record ids to hex salts")
+    tombstone_id = document.get("tombstone_id")
+    if tombstone_id is not None and not isinstance(tombstone_id, str):
+        raise Malformed("`tombstone_id` must be a string")
+    return Receipt(
+        tombstone_id=tombstone_id, payload_type=payload_type, payload=payload, keyid=keyid, signature=signature,
+        leaf_index=_int(inclusion["leaf_index"], "leaf_index") if "leaf_index" in inclusion else None,
+        tree_size=_int(inclusion["tree_size"], "tree_size") if "tree_size" in inclusion else None,
+        proof=_hashes(inclusion.get("hashes", []), "hashes"), checkpoint_text=checkpoint, salts=salts,
+        envelope=envelope,
+    )
+
+
+def statement_summary(statement: dict, *, keyid: str) -> dict:
+    """What a tombstone says, as counts, kinds, dates and authority: never ids, content or free text."""
+    def part(name: str) -> dict:
+        value = statement.get(name)
+        return value if isinstance(value, dict) else {}
+
+    def items(value: Any) -> list[dict]:
+        return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+    records = items(part("execution").get("records"))
+    derivatives = items(part("propagation").get("derivatives"))
+    deferred = items(part("propagation").get("deferred"))
+    target = part("scope").get("target")
+    return {
+        "tombstone_id": statement.get("tombstone_id"),
+        "time": statement.get("time"),
+        "authority": part("request").get("authority"),
+        "request_path": part("request").get("path"),
+        "mode": part("execution").get("mode"),
+        "target_kind": sorted(target) if isinstance(target, dict) else [],
+        "records": len(records),
+        "records_by_outcome": dict(Counter(str(r.get("outcome")) for r in records)),
+        "records_by_tier": dict(Counter(str(r.get("tier")) for r in records)),
+        "derivatives": len(derivatives),
+        "derivatives_by_kind": dict(Counter(str(d.get("kind")) for d in derivatives)),
+        "derivatives_by_outcome": dict(Counter(str(d.get("outcome")) for d in derivatives)),
+        "deferred_deadlines": sorted(str(d.get("deadline")) for d in deferred),
+        "key_id": keyid,
+        "log_origin": statement.get("log_origin"),
+    }
+
+
+def coverage_check(statement: dict, *, content: str, salts: list[str]) -> Coverage:
+    records = statement.get("execution", {}).get("records", [])
+    by_commitment = {r.get("commitment"): r for r in records if isinstance(r, dict)}
+    for salt in salts:
+        try:
+            found = by_commitment.get(commitment_of(content, salt))
+        except ValueError:
+            return Coverage(False, "The salt must be the 32 hexadecimal characters from your receipt.")
+        if found:
+            return Coverage(True, f"Covered: this content was among the records, outcome "
+                                  f"{found.get('outcome')}.", found.get("outcome"), found.get("tier"))
+    if not salts:
+        return Coverage(False, "Give the salt from your receipt to check a piece of content.")
+    return Coverage(False, "Not covered: with this salt, no record of this tombstone has this exact content.")
+
+
+class _Fail(Exception):
+    def __init__(self, code: str, **detail: Any):
+        self.code, self.detail = code, detail
+        super().__init__(code)
+
+
+def _parse_checkpoint(text: str, what: str) -> tuple[Checkpoint, list]:
+    try:
+        return checkpoint_parse(text)
+    except NoteError as exc:
+        raise _Fail("malformed", detail=f"{what}: {exc}") from None
+
+
+def _checkpoint_verify(cp: Checkpoint, signatures: list, keys: dict[str, PublicKey]) -> PublicKey:
+    signer, ok = checkpoint_signer(cp, signatures, [k for k in keys.values() if k.purpose == PURPOSE_CHECKPOINT])
+    if signer is None:
+        raise _Fail("checkpoint_unknown_key")
+    if not ok:
+        raise _Fail("checkpoint_signature_mismatch")
+    if signer.compromised_at and (cp.time is None or signer.compromised_at <= cp.time):
+        raise _Fail("checkpoint_key_compromised", compromised_at=format_time(signer.compromised_at),
+                    checkpoint_time=format_time(cp.time) or "no time")
+    return signer
+
+
+class _Run:
+    """The checks of one verification, in order; the first failure ends it."""
+
+    def __init__(self, receipt: Receipt, keys: dict[str, PublicKey]):
+        self.r, self.keys, self.checks = receipt, keys, []
+        self.statement: dict | None = None
+        self.cp: Checkpoint | None = None
+
+    def passed(self, name: str) -> None:
+        self.checks.append({"check": name, "passed": True})
+
+    def signature(self) -> PublicKey:
+        r = self.r
+        key = self.keys.get(r.keyid)
+        if key is None or key.purpose != PURPOSE_TOMBSTONE:
+            raise _Fail("unknown_key", kid=r.keyid[:64])
+        self.passed("key_published")
+        signed = pae(r.payload_type, r.payload)
+        if not key.verify(r.signature, signed):
+            if r.checkpoint_text and r.leaf_index is not None and not self._proof_holds(signed):
+                raise _Fail("field_changed", detail="the statement matches neither its signature nor the entry "
+                                                    "in the log")
+            raise _Fail("signature_mismatch")
+        try:
+            statement = json.loads(r.payload)
+        except ValueError:
+            statement = None
+        if not isinstance(statement, dict):
+            raise _Fail("malformed", detail="the signed payload is not a tombstone statement")
+        if r.tombstone_id is not None and r.tombstone_id != statement.get("tombstone_id"):
+            raise _Fail("field_changed", detail="the receipt's tombstone id is not the one in the signed statement")
+        self.statement = statement
+        self.passed("signature")
+        return key
+
+    def _proof_holds(self, signed: bytes) -> bool:
+        try:
+            cp, _ = checkpoint_parse(self.r.checkpoint_text)
+        except NoteError:
+            return False
+        return self.r.tree_size == cp.size and merkle.verify_inclusion(
+            self.r.leaf_index, cp.size, merkle.leaf_hash(signed), self.r.proof, cp.root)
+
+    def checkpoint(self) -> None:
+        if not self.r.checkpoint_text:
+            raise _Fail("not_in_log", detail="the receipt carries no checkpoint")
+        cp, signatures = _parse_checkpoint(self.r.checkpoint_text, "the checkpoint")
+        _checkpoint_verify(cp, signatures, self.keys)
+        self.passed("checkpoint_signature")
+        if cp.origin != self.statement.get("log_origin"):
+            raise _Fail("wrong_log", origin=cp.origin[:200])
+        self.passed("same_log")
+        self.cp = cp
+
+    def inclusion(self) -> None:
+        r, cp = self.r, self.cp
+        if r.leaf_index is None or r.tree_size is None:
+            raise _Fail("not_in_log", detail="the receipt carries no inclusion proof")
+        if r.leaf_index >= cp.size:
+            raise _Fail("not_in_log", detail="its position is beyond the end of the checkpoint's tree")
+        leaf = merkle.leaf_hash(pae(r.payload_type, r.payload))
+        if r.tree_size != cp.size or not merkle.verify_inclusion(r.leaf_index, cp.size, leaf, r.proof, cp.root):
+            raise _Fail("proof_mismatch")
+        self.passed("inclusion")
+
+    def compromise(self, key: PublicKey) -> None:
+        if key.compromised_at and (self.cp.time is None or key.compromised_at <= self.cp.time):
+            raise _Fail("key_compromised", compromised_at=format_time(key.compromised_at),
+                        checkpoint_time=format_time(self.cp.time) or "no time")
+        self.passed("key_not_compromised")
+
+    def consistency(self, other_text: str, proof: list[bytes]) -> None:
+        other, signatures = _parse_checkpoint(other_text, "the other checkpoint")
+        _checkpoint_verify(other, signatures, self.keys)
+        cp = self.cp
+        if other.origin != cp.origin:
+            raise _Fail("wrong_log", origin=other.origin[:200])
+        small, large = (other, cp) if other.size <= cp.size else (cp, other)
+        if not merkle.verify_consistency(small.size, large.size, small.root, large.root, proof):
+            raise _Fail("checkpoint_inconsistent", detail=f"sizes {small.size} and {large.size}")
+        self.passed("consistency")
+
+
+def verify_receipt(document: Any, keys: dict[str, PublicKey], *, other_checkpoint: str | None = None,
+                   consistency_proof: list[str] | None = None, content: str | None = None,
+                   salt: str | None = None) -> Report:
+    """Verify a receipt (JSON text or object) against a key set (`jwk.jwks_parse`).
+
+    `other_checkpoint` and `consistency_proof` (base64 hashes between the two trees, in either order)
+    check that the receipt's checkpoint and another one (an earlier one you kept, or the log's latest)
+    describe one history. `content` with `salt` (or the receipt's salts) asks whether that content is
+    among the records the tombstone covers.
+    """
+    try:
+        receipt = receipt_parse(document)
+        proof = _hashes(consistency_proof or [], "consistency proof")
+    except Malformed as exc:
+        return Report("malformed", REASONS["malformed"].format(detail=exc))
+    run = _Run(receipt, keys)
+    try:
+        key = run.signature()
+        run.checkpoint()
+        run.inclusion()
+        run.compromise(key)
+        if other_checkpoint is not None:
+            run.consistency(other_checkpoint, proof)
+    except _Fail as failure:
+        run.checks.append({"check": failure.code, "passed": False})
+        return Report(failure.code, REASONS[failure.code].format(**failure.detail), run.checks)
+    report = Report(GENUINE, GENUINE_MESSAGE, run.checks, statement_summary(run.statement, keyid=key.kid))
+    report.summary.update(leaf_index=receipt.leaf_index, checkpoint_size=run.cp.size,
+                          checkpoint_time=format_time(run.cp.time))
+    if content is not None:
+        salts = [salt.strip()] if salt else list(receipt.salts.values())
+        report.coverage = coverage_check(run.statement, content=content, salts=salts)
+    return report
