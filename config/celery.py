@@ -5,6 +5,7 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-app = Celery("ledger")
+# config.tasks is not an app's module, so autodiscovery would not find it.
+app = Celery("ledger", include=["config.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()

@@ -137,3 +137,13 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
+
+# --- tombstones ---
+# Encrypts the tombstone and checkpoint signing keys at rest. Unset in development: a generated
+# passphrase is kept in VAR_DIR/tombstone-signing-passphrase (shared by web and worker), with a warning.
+LEDGER_SIGNING_PASSPHRASE = env.str("LEDGER_SIGNING_PASSPHRASE", default="")
+# The log's unique name: the first line of every checkpoint and `log_origin` in every statement.
+LEDGER_LOG_ORIGIN = env.str("LEDGER_LOG_ORIGIN", default="forgetting-ledger.localhost/tombstones")
+# Public verification endpoints: at most this many requests per client address per window (seconds).
+LEDGER_VERIFY_RATE_LIMIT = env.int("LEDGER_VERIFY_RATE_LIMIT", default=30)
+LEDGER_VERIFY_RATE_WINDOW = env.int("LEDGER_VERIFY_RATE_WINDOW", default=60)

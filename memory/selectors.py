@@ -109,7 +109,8 @@ def similarity_candidates(*, tenant: Tenant, text: str, k: int) -> list[tuple[in
     matrix = vectors_from_bytes([v for _, v in rows], model.dim)
     scores = matrix @ model.embed([text])[0]
     top = np.argsort(-scores)[: k * 2]
-    artifact_ids = {rows[i][0]: float(scores[i]) for i in top}
+    # A cosine of zero or less shares nothing with the query: not a hit, however short the list.
+    artifact_ids = {rows[i][0]: float(scores[i]) for i in top if scores[i] > 0}
     best: dict[int, float] = {}
     for artifact_id, source_id in Lineage.objects.filter(artifact_id__in=artifact_ids).values_list(
             "artifact_id", "source_id"):

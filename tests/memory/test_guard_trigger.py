@@ -121,9 +121,12 @@ def test_raw_delete_of_held_record_is_refused_and_the_hold_wins(world, retained_
     assert row(record.pk) is not None
 
 
-@pytest.mark.parametrize("retained_until", [None, timedelta(days=-1), timedelta(seconds=-1)])
+@pytest.mark.parametrize("retained_until", ["NULL", "now() - interval '1 day'", "now() - interval '1 microsecond'",
+                                            "now()"])
 def test_raw_delete_of_unlocked_record_is_allowed(world, retained_until):
-    record = make_record(world, retained_until=retained_until, lock_protects_content=True)
+    # A lock ends at retained_until: a record retained until now is no longer locked.
+    record = make_record(world, lock_protects_content=True)
+    raw(f"UPDATE memory_record SET retained_until = {retained_until} WHERE id = %s", [record.pk])
     raw("DELETE FROM memory_record WHERE id = %s", [record.pk])
     assert row(record.pk) is None
 

@@ -1,0 +1,83 @@
+"""Issuing tombstones: validate, canonicalize and sign the statement, store it, append it to the log."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from .. import merkle
+from ..dsse import PAYLOAD_TYPE, pae
+from ..errors import TombstoneError
+from ..models import KeyPurpose, Tombstone, TombstoneSalt
+from .keys import key_current, key_private
+from .log import log_append
+from .statement import salts_check, statement_bytes, statement_complete
+
+
+@dataclass(frozen=True)
+class TombstoneRequest:
+    tombstone_id: uuid.UUID
+    tenant_id: int
+    statement: dict
+    subject_salts: dict[str, str] | None = None
+
+
+def tombstone_issue(*, tombstone_id: uuid.UUID, tenant_id: int, statement: dict,
+                    subject_salts: dict[str, str] | None = None) -> Tombstone:
+    """Sign a forget's statement, store it and append it to the log, inside the caller's transaction.
+
+    Call it before the forget's first destructive statement: if the forget rolls back, so does the
+    tombstone and its log entry. `subject_salts` (record id -> salt) are kept apart from the public
+    statement, for the subject's receipt. Issuing the same id again returns the stored tombstone when the
+    statement is the same, and raises `tombstone_conflict` when it is not.
+    """
+    request = TombstoneRequest(tombstone_id=tombstone_id, tenant_id=tenant_id, statement=statement,
+                               subject_salts=subject_salts)
+    return tombstones_issue_many(requests=[request])[0]
+
+
+def tombstones_issue_many(*, requests: list[TombstoneRequest]) -> list[Tombstone]:
+    """`tombstone_issue` for many forgets at once (a sweep): one lock of the log head, set-based inserts."""
+    origin = settings.LEDGER_LOG_ORIGIN
+    key = key_current(purpose=KeyPurpose.TOMBSTONE)
+    sign = key_private(key).sign
+    now = timezone.now()
+    tombstones, salts, leaves = [], [], []
+    for request in requests:
+        statement, records = statement_complete(tombstone_id=request.tombstone_id, statement=request.statement,
+                                                log_origin=origin)
+        payload = statement_bytes(statement)
+        signed = pae(PAYLOAD_TYPE, payload)
+        tombstone = Tombstone(id=request.tombstone_id, tenant_id=request.tenant_id, payload_type=PAYLOAD_TYPE,
+                              payload=payload, signature=sign(signed), key=key, created_at=now)
+        tombstones.append(tombstone)
+        leaves.append(merkle.leaf_hash(signed))
+        salts.extend(TombstoneSalt(tombstone=tombstone, record_id=record_id, salt=salt)
+                     for record_id, salt in salts_check(request.subject_salts, records).items())
+    try:
+        with transaction.atomic():
+            first = log_append(leaf_hashes=leaves)
+            for offset, tombstone in enumerate(tombstones):
+                tombstone.leaf_index = first + offset
+            Tombstone.objects.bulk_create(tombstones, batch_size=2000)
+            TombstoneSalt.objects.bulk_create(salts, batch_size=2000)
+    except IntegrityError:
+        return _issued_already(tombstones)
+    return tombstones
+
+
+def _issued_already(tombstones: list[Tombstone]) -> list[Tombstone]:
+    """After a duplicate id: the stored tombstones if every statement is the same, else `tombstone_conflict`."""
+    stored = Tombstone.objects.in_bulk([t.id for t in tombstones])
+    for tombstone in tombstones:
+        existing = stored.get(tombstone.id)
+        if existing is None:
+            raise TombstoneError("tombstone_conflict", "Another tombstone was being issued with one of these ids.",
+                                 status_code=409)
+        if bytes(existing.payload) != tombstone.payload:
+            raise TombstoneError("tombstone_conflict", f"Tombstone {tombstone.id} exists with another statement.",
+                                 {"tombstone_id": str(tombstone.id)}, status_code=409)
+    return [stored[t.id] for t in tombstones]

@@ -1,0 +1,64 @@
+"""The append-only log: appends under the head row's lock, and signed checkpoints."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from .. import merkle
+from ..models import Checkpoint, KeyPurpose, LogHead, LogNode
+from ..note import checkpoint_body, note_sign
+from .keys import key_current, key_private
+
+
+def frontier_split(frontier: bytes) -> list[bytes]:
+    return [frontier[i:i + merkle.HASH_SIZE] for i in range(0, len(frontier), merkle.HASH_SIZE)]
+
+
+def _head_locked() -> LogHead:
+    head = LogHead.objects.select_for_update().filter(pk=1).first()
+    if head is None:  # a fresh database (or one flushed by a test run): the empty log
+        LogHead.objects.get_or_create(pk=1, defaults={"root": merkle.EMPTY_ROOT, "updated_at": timezone.now()})
+        head = LogHead.objects.select_for_update().get(pk=1)
+    return head
+
+
+def log_append(*, leaf_hashes: list[bytes]) -> int:
+    """Append leaf hashes to the log; return the index of the first.
+
+    Takes the head row's lock, which the caller's transaction holds until it ends: appends are
+    serialized, indices are gapless, and a rolled-back forget leaves no trace in the log. O(log n) per
+    leaf: the right edge is in the head row; only the nodes the new leaves complete are written.
+    """
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("log_append must run inside the caller's transaction")
+    head = _head_locked()
+    first = size = head.size
+    frontier = frontier_split(bytes(head.frontier))
+    nodes: list[LogNode] = []
+    for leaf in leaf_hashes:
+        created, frontier = merkle.append(size, frontier, leaf)
+        nodes.extend(LogNode(level=level, node_index=index, hash=hash_) for level, index, hash_ in created)
+        size += 1
+    LogNode.objects.bulk_create(nodes, batch_size=5000)
+    LogHead.objects.filter(pk=1).update(size=size, frontier=b"".join(frontier), root=merkle.fold(frontier),
+                                        updated_at=timezone.now())
+    return first
+
+
+def checkpoint_sign() -> Checkpoint:
+    """A signed checkpoint of the log as it is now; the stored one when the log has not grown since."""
+    head = LogHead.objects.filter(pk=1).first()
+    size, root = (head.size, bytes(head.root)) if head else (0, merkle.EMPTY_ROOT)
+    existing = Checkpoint.objects.filter(tree_size=size).first()
+    if existing is not None:
+        return existing
+    key = key_current(purpose=KeyPurpose.CHECKPOINT)
+    now = timezone.now()
+    body = checkpoint_body(origin=settings.LEDGER_LOG_ORIGIN, size=size, root=root, time=now)
+    note = note_sign(body, name=key.note_name, public_key=bytes(key.public_key), sign=key_private(key).sign)
+    try:
+        with transaction.atomic():
+            return Checkpoint.objects.create(tree_size=size, root=root, note=note, key=key, signed_at=now)
+    except IntegrityError:  # signed concurrently by another request: the same size and root
+        return Checkpoint.objects.get(tree_size=size)

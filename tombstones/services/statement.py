@@ -1,0 +1,126 @@
+"""The tombstone statement: what the caller gives, checked against the schema, completed, canonicalized.
+
+No content, no floats, integers small enough for every JSON reader (larger ones as strings); record
+ids are strings and commitments are hex SHA-256. The caller gives `request`, `scope`, `execution`,
+`propagation` and `time`; this module adds `version`, `log_origin` and `tombstone_id`.
+"""
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from ..canonical import CanonicalizationError, canonical_json
+from ..errors import TombstoneError
+from ..jwk import parse_time
+
+STATEMENT_VERSION = 1
+CALLER_FIELDS = ("request", "scope", "execution", "propagation", "time")
+ADDED_FIELDS = ("version", "log_origin", "tombstone_id")
+RECORD_FIELDS = {"record_id", "commitment", "tier", "outcome", "reason"}
+RECORD_REQUIRED = {"record_id", "commitment", "outcome"}
+HEX64 = re.compile(r"[0-9a-f]{64}")
+SALT = re.compile(r"[0-9a-fA-F]{32}")
+FORBIDDEN_KEYS = {"content", "salt", "salts"}
+
+
+def _invalid(field: str, detail: str) -> TombstoneError:
+    return TombstoneError("statement_invalid", f"{field}: {detail}", {"field": field})
+
+
+def _dict(value: Any, field: str) -> dict:
+    if not isinstance(value, dict):
+        raise _invalid(field, "must be an object")
+    return value
+
+
+def _list(value: Any, field: str) -> list:
+    if not isinstance(value, list):
+        raise _invalid(field, "must be a list")
+    return value
+
+
+def _no_forbidden_keys(value: Any, field: str) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in FORBIDDEN_KEYS:
+                raise _invalid(f"{field}.{key}", "a statement never carries content or salts")
+            _no_forbidden_keys(item, f"{field}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _no_forbidden_keys(item, f"{field}[{index}]")
+
+
+def _records(execution: dict) -> list[dict]:
+    records = _list(execution.get("records", []), "execution.records")
+    for index, record in enumerate(records):
+        field = f"execution.records[{index}]"
+        _dict(record, field)
+        if not RECORD_REQUIRED <= record.keys() <= RECORD_FIELDS:
+            raise _invalid(field, f"a record has {sorted(RECORD_REQUIRED)} and may have tier and reason")
+        if not isinstance(record["record_id"], str):
+            raise _invalid(f"{field}.record_id", "must be a string")
+        if not isinstance(record["commitment"], str) or not HEX64.fullmatch(record["commitment"]):
+            raise _invalid(f"{field}.commitment", "must be a lowercase hex SHA-256")
+    return records
+
+
+def _propagation(propagation: dict) -> None:
+    for index, item in enumerate(_list(propagation.get("derivatives", []), "propagation.derivatives")):
+        if not isinstance(_dict(item, f"propagation.derivatives[{index}]").get("artifact_id"), str):
+            raise _invalid(f"propagation.derivatives[{index}].artifact_id", "must be a string")
+    for index, item in enumerate(_list(propagation.get("deferred", []), "propagation.deferred")):
+        _time(_dict(item, f"propagation.deferred[{index}]").get("deadline"), f"propagation.deferred[{index}].deadline")
+
+
+def _time(value: Any, field: str) -> None:
+    try:
+        if value is None:
+            raise ValueError("missing")
+        parse_time(value)
+    except (TypeError, ValueError):
+        raise _invalid(field, "must be an RFC 3339 time with a zone, such as 2025-12-02T10:00:00Z") from None
+
+
+def statement_complete(*, tombstone_id: uuid.UUID, statement: Any, log_origin: str) -> tuple[dict, list[dict]]:
+    """The full statement (with `version`, `log_origin`, `tombstone_id`) and its execution records."""
+    _dict(statement, "statement")
+    unknown = statement.keys() - set(CALLER_FIELDS) - set(ADDED_FIELDS)
+    if unknown:
+        raise _invalid(sorted(unknown)[0], "is not a statement field")
+    for name in CALLER_FIELDS[:4]:
+        _dict(statement.get(name), name)
+    _time(statement.get("time"), "time")
+    if not isinstance(statement["request"].get("authority"), str) or not statement["request"]["authority"]:
+        raise _invalid("request.authority", "say on what authority (GDPR Art. 17, a pact clause, a sweep...)")
+    records = _records(statement["execution"])
+    _propagation(statement["propagation"])
+    _no_forbidden_keys(statement, "statement")
+    added = {"version": STATEMENT_VERSION, "log_origin": log_origin, "tombstone_id": str(tombstone_id)}
+    for name, value in added.items():
+        if name in statement and statement[name] != value:
+            raise _invalid(name, f"is set by the tombstone service (would be {value!r})")
+    return {**statement, **added}, records
+
+
+def statement_bytes(statement: dict) -> bytes:
+    try:
+        return canonical_json(statement)
+    except CanonicalizationError as exc:
+        raise _invalid(exc.path.removeprefix("(root)"), exc.problem) from None
+
+
+def salts_check(salts: dict[str, str] | None, records: list[dict]) -> dict[str, str]:
+    if not salts:
+        return {}
+    if not isinstance(salts, dict):
+        raise TombstoneError("salts_invalid", "subject_salts maps record ids to salts.")
+    known = {record["record_id"] for record in records}
+    for record_id, salt in salts.items():
+        if record_id not in known:
+            raise TombstoneError("salts_invalid", f"Salt for record {record_id!r}, which the statement does not list.",
+                                 {"record_id": record_id})
+        if not isinstance(salt, str) or not SALT.fullmatch(salt):
+            raise TombstoneError("salts_invalid", "A salt is 16 random bytes as 32 hex characters.",
+                                 {"record_id": record_id})
+    return salts
