@@ -68,7 +68,9 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, worker) share the file: wait for the write lock instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
+    # WAL: readers (the web server) and the one writer at a time (web or worker) do not block each other.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL"})
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://ledger-read-cache")}
@@ -107,15 +109,29 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
         "store_processed": False,
+        # The exchange tables (broadcasts: remote control, the worker's mingle); Kombu's default is
+        # ./control, relative to wherever the process was started.
+        "control_folder": str(_broker_dir / "control"),
     }
-CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None)
+# Tasks report through the database, so no task keeps a result unless it asks (only config.ping, for
+# /healthz?worker=1). The embedded default keeps results as files, Redis keeps them beside its queues.
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    (VAR_DIR / "results").mkdir(parents=True, exist_ok=True)
+    _default_result_backend = f"file://{VAR_DIR / 'results'}"
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    _default_result_backend = CELERY_BROKER_URL
+else:
+    _default_result_backend = None
+CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=_default_result_backend)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -126,6 +142,8 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 LEDGER_EMBEDDER = env.str("LEDGER_EMBEDDER", default="memory.embedding.HashingEmbedder")
 # A hidden record with no lock has its content purged by compaction within this many days.
 LEDGER_COMPACTION_GRACE_DAYS = env.int("LEDGER_COMPACTION_GRACE_DAYS", default=30)
+# Days another agent has to acknowledge forgetting its copy (then the copy is a reported gap).
+LEDGER_FLEET_ACK_DAYS = env.int("LEDGER_FLEET_ACK_DAYS", default=7)
 # Largest record content accepted by the memory API (characters).
 LEDGER_MAX_CONTENT_CHARS = env.int("LEDGER_MAX_CONTENT_CHARS", default=64 * 1024)
 
@@ -147,3 +165,4 @@ LEDGER_LOG_ORIGIN = env.str("LEDGER_LOG_ORIGIN", default="forgetting-ledger.loca
 # Public verification endpoints: at most this many requests per client address per window (seconds).
 LEDGER_VERIFY_RATE_LIMIT = env.int("LEDGER_VERIFY_RATE_LIMIT", default=30)
 LEDGER_VERIFY_RATE_WINDOW = env.int("LEDGER_VERIFY_RATE_WINDOW", default=60)
+LEDGER_PUBLIC_API_RATE_LIMIT = env.int("LEDGER_PUBLIC_API_RATE_LIMIT", default=120)

@@ -1,0 +1,190 @@
+"""Subject requests, their history, the erasure workflow's per-record plan, and retention conflicts.
+
+The workflow keeps all of its state here, in the database: a step reads what is left to do from
+`RequestItem` rows and never trusts memory of a previous run (DESIGN.md invariant 8).
+"""
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class RequestType(models.TextChoices):
+    ERASURE = "erasure"
+    ACCESS = "access"
+    RESTRICTION = "restriction"
+
+
+class Regulation(models.TextChoices):
+    GDPR = "gdpr", "GDPR"
+    CCPA = "ccpa", "CCPA"
+    OTHER = "other", "Other"
+
+
+class Channel(models.TextChoices):
+    API = "api"
+    EMAIL = "email"
+    WEB_FORM = "web_form"
+    LETTER = "letter"
+    PHONE = "phone"
+
+
+class RequestStatus(models.TextChoices):
+    RECEIVED = "received"
+    VERIFIED = "verified"
+    PLANNED = "planned"
+    EXECUTING = "executing"
+    AWAITING_LEGAL = "awaiting_legal"
+    COMPLETED = "completed"
+    PARTIALLY_COMPLETED = "partially_completed"
+    REFUSED = "refused"
+    CLOSED = "closed"
+
+
+class SubjectRequest(models.Model):
+    tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="subject_requests")
+    subject = models.ForeignKey("memory.Subject", on_delete=models.PROTECT, related_name="requests")
+    type = models.CharField(max_length=12, choices=RequestType.choices)
+    regulation = models.CharField(max_length=5, choices=Regulation.choices)
+    channel = models.CharField(max_length=10, choices=Channel.choices, default=Channel.API)
+    # Where the subject is told the outcome (never shown on a public page).
+    contact_email = models.EmailField(blank=True)
+    received_at = models.DateTimeField()
+    due_date = models.DateField()
+    extended_due_date = models.DateField(null=True, blank=True)
+    extension_reason = models.TextField(blank=True)
+    extension_notified_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=20, choices=RequestStatus.choices, default=RequestStatus.RECEIVED)
+    identity_verified_by = models.CharField(max_length=200, blank=True)
+    identity_method = models.CharField(max_length=200, blank=True)
+    identity_verified_at = models.DateTimeField(null=True, blank=True)
+    closing_reason = models.TextField(blank=True)
+    # Workflow bookkeeping: which steps are done (each step checks its own mark and the items).
+    planned_at = models.DateTimeField(null=True, blank=True)
+    evaluated_at = models.DateTimeField(null=True, blank=True)
+    executed_at = models.DateTimeField(null=True, blank=True)
+    propagated_at = models.DateTimeField(null=True, blank=True)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    notified_at = models.DateTimeField(null=True, blank=True)
+    gaps = models.JSONField(default=list, blank=True)
+    export = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            # Overdue and soon-due queues: open requests by their effective due date.
+            models.Index(fields=["due_date"], name="request_open_due_idx",
+                         condition=~Q(status__in=["completed", "refused", "closed"])),
+            models.Index(fields=["tenant", "status"], name="request_tenant_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_type_display()} request {self.pk}"
+
+    @property
+    def effective_due_date(self):
+        return self.extended_due_date or self.due_date
+
+
+class RequestTransition(models.Model):
+    """The append-only history of a request: every status move and every act on it, with who did it."""
+
+    request = models.ForeignKey(SubjectRequest, on_delete=models.PROTECT, related_name="history")
+    from_status = models.CharField(max_length=20, blank=True)
+    to_status = models.CharField(max_length=20, blank=True)
+    action = models.CharField(max_length=40)
+    actor = models.CharField(max_length=200)
+    note = models.TextField(blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+
+class ItemKind(models.TextChoices):
+    RECORD = "record"
+    ARTIFACT = "artifact"
+
+
+class ItemDecision(models.TextChoices):
+    ERASE = "erase"          # hard delete: nothing forbids it
+    REDACT = "redact"        # the lock protects existence only: content goes, the row stays
+    HIDE = "hide"            # the lock protects content or a hold applies: hide and restrict, defer erasure
+    PROPAGATE = "propagate"  # a derived artifact: erased with its source
+
+
+class ItemOutcome(models.TextChoices):
+    PENDING = "pending"
+    DELETED = "deleted"
+    REDACTED = "redacted"
+    HIDDEN = "hidden"
+    NOTIFIED = "notified"    # a copy held by another agent: told, awaiting acknowledgement
+    LOGGED = "logged"        # an archive copy: entered into the deletion log a restore replays
+    GONE = "gone"            # already gone when the step ran (forgotten by another path)
+
+
+class RequestItem(models.Model):
+    """One record or derived artifact in a request's plan, with the decision and what happened."""
+
+    request = models.ForeignKey(SubjectRequest, on_delete=models.PROTECT, related_name="items")
+    kind = models.CharField(max_length=8, choices=ItemKind.choices)
+    # Plain ids, not foreign keys: the plan outlives what it erased.
+    object_id = models.BigIntegerField()
+    artifact_kind = models.CharField(max_length=12, blank=True)
+    decision = models.CharField(max_length=9, choices=ItemDecision.choices, blank=True)
+    outcome = models.CharField(max_length=8, choices=ItemOutcome.choices, default=ItemOutcome.PENDING)
+    reason = models.JSONField(null=True, blank=True)
+    deferred_until = models.DateTimeField(null=True, blank=True)
+    forget_event_id = models.BigIntegerField(null=True, blank=True)
+    tombstone_id = models.UUIDField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["request", "kind", "object_id"], name="request_item_unique")]
+        indexes = [models.Index(fields=["request", "outcome"], name="request_item_outcome_idx")]
+
+
+class ConflictStatus(models.TextChoices):
+    OPEN = "open"
+    UPHELD = "upheld"
+    OVERRIDDEN = "overridden"
+    DEFERRED = "deferred"
+
+
+class RetentionConflict(models.Model):
+    """An erasure that a rule or a hold blocks, for legal to decide. Never deleted."""
+
+    request = models.ForeignKey(SubjectRequest, on_delete=models.PROTECT, related_name="conflicts")
+    tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="+")
+    record_id = models.BigIntegerField()
+    code = models.CharField(max_length=20)
+    authority = models.CharField(max_length=200)
+    blocking = models.JSONField()
+    locked_until = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=10, choices=ConflictStatus.choices, default=ConflictStatus.OPEN)
+    opened_at = models.DateTimeField()
+    decided_by = models.CharField(max_length=200, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    justification = models.TextField(blank=True)
+    deferred_to = models.DateField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["request", "record_id"], name="conflict_unique_record")]
+        indexes = [models.Index(fields=["opened_at"], name="conflict_open_idx", condition=Q(status="open"))]
+
+    def __str__(self) -> str:
+        return f"conflict {self.pk}: record {self.record_id} ({self.authority})"
+
+
+class SubjectNotice(models.Model):
+    """What was sent to the subject (the outcome, an extension), as sent: the proof that they were told."""
+
+    request = models.ForeignKey(SubjectRequest, on_delete=models.PROTECT, related_name="notices")
+    kind = models.CharField(max_length=20)
+    to = models.CharField(max_length=254)
+    subject_line = models.CharField(max_length=300)
+    body = models.TextField()
+    receipt = models.JSONField(null=True, blank=True)
+    sent_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["request", "kind"], name="notice_once_per_kind")]

@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 
 from config.api import StrictCharField, StrictIntegerField, StrictSerializer, role_required
 from memory import errors, selectors, services
+from memory.services import fleet
 from memory.models import ArtifactKind, DerivedArtifact, ForgetMode, Record, Tier
 
 AgentOnly = role_required("agent")
@@ -200,3 +201,38 @@ class ConfirmErasureView(APIView):
         tenant = _tenant_of(request, body.validated_data.get("tenant"))
         result = services.erasure_confirm(tenant=tenant, handle=body.validated_data["handle"])
         return Response(result.as_api(), status=status.HTTP_200_OK if result.erased else status.HTTP_409_CONFLICT)
+
+
+class FleetNoticeOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    artifact_id = serializers.IntegerField()
+    holder = serializers.CharField()
+    source_ids = serializers.ListField(child=serializers.IntegerField())
+    mode = serializers.CharField()
+    notified_at = serializers.DateTimeField()
+    deadline = serializers.DateTimeField()
+    acknowledged_at = serializers.DateTimeField(allow_null=True)
+
+
+class FleetNoticesView(APIView):
+    """For another agent holding copies: what it must forget (`?holder=`)."""
+
+    permission_classes = [AgentOnly]
+
+    @extend_schema(parameters=[OpenApiParameter("holder", str, required=True)],
+                   responses={200: FleetNoticeOut(many=True)})
+    def get(self, request):
+        notices = fleet.fleet_notices_pending(tenant=_tenant_of(request), holder=_Query(request.query_params).str("holder"))
+        return Response({"results": FleetNoticeOut(notices[:MAX_NOTICES], many=True).data})
+
+
+class FleetNoticeAckView(APIView):
+    permission_classes = [AgentOnly]
+
+    @extend_schema(request=None, responses={200: FleetNoticeOut})
+    def post(self, request, notice_id: int):
+        notice = fleet.fleet_notice_acknowledge(tenant=_tenant_of(request), notice_id=notice_id)
+        return Response(FleetNoticeOut(notice).data)
+
+
+MAX_NOTICES = 500

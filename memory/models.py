@@ -247,3 +247,36 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} token {self.prefix}… for {self.tenant}"
+
+
+class ArchiveDeletion(models.Model):
+    """The deletion log of archive copies: a restore from an archive replays it first, so nothing
+    forgotten comes back. Append-only; one row per forgotten record per archive copy."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    record_id = models.BigIntegerField(db_index=True)
+    artifact_id = models.BigIntegerField()
+    holder = models.CharField(max_length=200, blank=True)
+    commitment = models.CharField(max_length=64)
+    forget_event = models.ForeignKey(ForgetEvent, on_delete=models.PROTECT, related_name="+")
+    logged_at = models.DateTimeField()
+
+
+class FleetCopyNotice(models.Model):
+    """A copy held by another agent: that agent is told to forget it and tracked until it acknowledges.
+    Unacknowledged past its deadline it is a gap, never ignored."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    artifact_id = models.BigIntegerField()
+    holder = models.CharField(max_length=200, db_index=True)
+    source_ids = models.JSONField()
+    mode = models.CharField(max_length=6, choices=ForgetMode.choices)
+    forget_event = models.ForeignKey(ForgetEvent, on_delete=models.PROTECT, related_name="+")
+    notified_at = models.DateTimeField()
+    deadline = models.DateTimeField()
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["forget_event", "artifact_id"], name="fleet_notice_unique")]
+        indexes = [models.Index(fields=["holder", "deadline"], name="fleet_notice_open_idx",
+                                condition=Q(acknowledged_at__isnull=True))]

@@ -13,6 +13,7 @@ the signature covers the note text (every body line with its newline).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -69,7 +70,7 @@ def checkpoint_parse(text: object) -> tuple[Checkpoint, list[tuple[str, bytes, b
     if len(lines) < 3:
         raise NoteError("a checkpoint body has an origin, a tree size and a root hash")
     origin, size_line, root_line, *extensions = lines
-    if not size_line.isdigit() or (size_line.startswith("0") and size_line != "0"):
+    if not re.fullmatch(r"0|[1-9][0-9]{0,18}", size_line):
         raise NoteError("the checkpoint's tree size is not a decimal number")
     try:
         root = b64decode(root_line)

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory import errors, selectors
-from memory.models import DeletedRecord, DerivedArtifact, ForgetEvent, Lineage, Record, Tenant
+from memory.models import DeletedRecord, DerivedArtifact, FleetCopyNotice, ForgetEvent, Lineage, Record, Tenant
 
 _PROBE_BATCH = 5_000
 
@@ -99,6 +99,11 @@ def erasure_confirm(*, tenant: Tenant, handle: object) -> ConfirmResult:
     probe("keyword_search", _search_probe(tenant, ids, rows))
     probe("similarity_search", _similarity_probe(tenant, ids, rows))
     probe("derivatives", _derivatives_probe(event))
+    probe("fleet_copies", [
+        {"artifact_id": n.artifact_id, "holder": n.holder, "path": "fleet_copies", "gap": "unacknowledged",
+         "deadline": n.deadline.isoformat(), "overdue": n.deadline < timezone.now()}
+        for n in FleetCopyNotice.objects.filter(forget_event=event, acknowledged_at__isnull=True).order_by("pk")
+    ])
 
     erased = not gaps
     if erased:

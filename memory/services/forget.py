@@ -22,11 +22,14 @@ from django.utils import timezone
 
 from memory import errors
 from memory.models import (
+    ArchiveDeletion,
+    ArtifactKind,
     DeletedRecord,
     DerivedArtifact,
     ForgetEvent,
     ForgetMode,
     ForgetStatus,
+    FleetCopyNotice,
     Lineage,
     Record,
     RecordTag,
@@ -43,6 +46,8 @@ BATCH_SIZE = 5_000
 MAX_ATTEMPTS = 3
 # A hidden record with no lock is purged by compaction within this many days (the deferred deadline).
 COMPACTION_GRACE = timedelta(days=settings.LEDGER_COMPACTION_GRACE_DAYS)
+# How long another agent has to acknowledge that it forgot its copy before the copy is a gap.
+FLEET_ACK_WINDOW = timedelta(days=settings.LEDGER_FLEET_ACK_DAYS)
 
 OUTCOME = {ForgetMode.SOFT: "hidden", ForgetMode.REDACT: "redacted", ForgetMode.HARD: "deleted"}
 
@@ -100,9 +105,16 @@ def records_forget(
     reason: str = "",
     authority: str = "",
     path: str = "api",
+    derivatives_mode: str | None = None,
 ) -> ForgetResult:
-    """Decide and perform a forget of the target's records; the only function that destroys records."""
-    if mode not in ForgetMode.values:
+    """Decide and perform a forget of the target's records; the only function that destroys records.
+
+    `derivatives_mode` is what happens to the artifacts derived from the records acted on (by default
+    the forget's own mode): an erasure workflow hides a locked record but erases its copies, which no
+    mandate covers.
+    """
+    derivatives_mode = derivatives_mode or mode
+    if mode not in ForgetMode.values or derivatives_mode not in ForgetMode.values:
         raise errors.invalid("invalid_mode", f"mode must be one of {ForgetMode.values}.")
     if not isinstance(reason, str) or len(reason) > 2000:
         raise errors.invalid("invalid_reason", "reason must be a string of at most 2000 characters.")
@@ -110,7 +122,7 @@ def records_forget(
         try:
             with transaction.atomic():
                 return _forget_once(tenant=tenant, target=target, mode=mode, actor=actor, reason=reason,
-                                    authority=authority, path=path)
+                                    authority=authority, path=path, derivatives_mode=derivatives_mode)
         except _RowsChanged:
             if attempt == MAX_ATTEMPTS - 1:
                 raise errors.conflict("concurrent_change", "The records' locks kept changing during the forget; "
@@ -130,7 +142,7 @@ def _guard_error(exc: DatabaseError) -> Exception:
     return exc
 
 
-def _forget_once(*, tenant, target, mode, actor, reason, authority, path) -> ForgetResult:
+def _forget_once(*, tenant, target, mode, actor, reason, authority, path, derivatives_mode) -> ForgetResult:
     now = timezone.now()
     rows = [_Row(pk, scope, cls, commitment, salt, tier, f is not None, r is not None, until, held, protects)
             for pk, scope, cls, commitment, salt, tier, f, r, until, held, protects
@@ -138,7 +150,7 @@ def _forget_once(*, tenant, target, mode, actor, reason, authority, path) -> For
     decided = {row.pk: _decide(row, mode, now) for row in rows}
     refusals = _refusal_reasons(tenant, [r for r in rows if decided[r.pk] == "refused"], mode, now)
     acted = [r for r in rows if decided[r.pk] != "refused"]
-    artifacts = _artifacts_of([r.pk for r in acted], mode)
+    artifacts = _artifacts_of([r.pk for r in acted])
 
     results = [{"record_id": r.pk, "outcome": decided[r.pk], **({"reason": refusals[r.pk]} if r.pk in refusals else {})}
                for r in rows]
@@ -149,13 +161,17 @@ def _forget_once(*, tenant, target, mode, actor, reason, authority, path) -> For
         tenant=tenant, public_id=tombstone_id, actor=actor, path=path, target=target.describe(tenant), mode=mode,
         reason=reason, status=status, created_at=now,
         outcomes=_outcomes_by_kind(results),
-        artifacts={outcome: [a for a, _ in items] for outcome, items in artifacts.items()},
+        artifacts={OUTCOME[derivatives_mode]: [a.pk for a in artifacts]} if artifacts else {},
     )
     issued = None
     if acted:
+        deferred = _copies_track(tenant=tenant, artifacts=artifacts, rows={r.pk: r for r in acted},
+                                 mode=derivatives_mode, event=event, now=now)
         issued = _tombstone_issue(tenant=tenant, event=event, rows=rows, decided=decided, refusals=refusals,
-                                  artifacts=artifacts, authority=authority, now=now)
-    _execute(tenant=tenant, mode=mode, acted=acted, artifacts=artifacts, event=event, now=now)
+                                  artifacts=artifacts, derivatives_mode=derivatives_mode, deferred=deferred,
+                                  authority=authority, now=now)
+    _execute(tenant=tenant, mode=mode, acted=acted, artifact_ids=[a.pk for a in artifacts],
+             derivatives_mode=derivatives_mode, event=event, now=now)
     return ForgetResult(event=event, status=status, results=results, erasure_pending=bool(acted),
                         tombstone_id=str(tombstone_id) if issued else None, artifacts=event.artifacts)
 
@@ -223,17 +239,41 @@ def _refusal_reasons(tenant: Tenant, refused: list[_Row], mode: str, now: dateti
     return reasons
 
 
-def _artifacts_of(record_ids: list[int], mode: str) -> dict[str, list[tuple[int, str]]]:
-    """The derived artifacts of these records, with the outcome they get: the forget's own mode
-    (an artifact is a copy, never itself mandated, and goes when any one of its sources goes)."""
-    found: dict[int, str] = {}
+@dataclass
+class _Artifact:
+    pk: int
+    kind: str
+    holder: str
+    sources: list[int] = field(default_factory=list)
+
+
+def _artifacts_of(record_ids: list[int]) -> list[_Artifact]:
+    """The derived artifacts of these records (an artifact goes when any one of its sources goes)."""
+    found: dict[int, _Artifact] = {}
     for start in range(0, len(record_ids), BATCH_SIZE):
-        for artifact_id, kind in (Lineage.objects.filter(source_id__in=record_ids[start:start + BATCH_SIZE])
-                                  .values_list("artifact_id", "artifact__kind")):
-            found[artifact_id] = kind
-    if not found:
-        return {}
-    return {OUTCOME[mode]: sorted(found.items())}
+        for artifact_id, kind, holder, source_id in (
+                Lineage.objects.filter(source_id__in=record_ids[start:start + BATCH_SIZE])
+                .values_list("artifact_id", "artifact__kind", "artifact__holder", "source_id")):
+            found.setdefault(artifact_id, _Artifact(artifact_id, kind, holder)).sources.append(source_id)
+    return sorted(found.values(), key=lambda a: a.pk)
+
+
+def _copies_track(*, tenant, artifacts: list[_Artifact], rows: dict[int, "_Row"], mode: str, event, now) -> list[dict]:
+    """Archive copies enter the deletion log that a restore replays; copies held by other agents are
+    notified and tracked until acknowledged. Returns the deferred items for the tombstone."""
+    ArchiveDeletion.objects.bulk_create([
+        ArchiveDeletion(tenant=tenant, record_id=source, artifact_id=a.pk, holder=a.holder,
+                        commitment=rows[source].commitment, forget_event=event, logged_at=now)
+        for a in artifacts if a.kind == ArtifactKind.ARCHIVE for source in a.sources
+    ], batch_size=BATCH_SIZE)
+    deadline = now + FLEET_ACK_WINDOW
+    fleet = [a for a in artifacts if a.kind == ArtifactKind.FLEET_COPY]
+    FleetCopyNotice.objects.bulk_create([
+        FleetCopyNotice(tenant=tenant, artifact_id=a.pk, holder=a.holder, source_ids=a.sources, mode=mode,
+                        forget_event=event, notified_at=now, deadline=deadline) for a in fleet
+    ], batch_size=BATCH_SIZE)
+    return [{"item": f"fleet_copy:{a.pk}", "action": "acknowledge", "holder": a.holder,
+             "deadline": deadline.isoformat()} for a in fleet]
 
 
 def _outcomes_by_kind(results: list[dict]) -> dict:
@@ -246,17 +286,19 @@ def _outcomes_by_kind(results: list[dict]) -> dict:
     return outcomes
 
 
-def _tombstone_issue(*, tenant, event, rows, decided, refusals, artifacts, authority, now):
+def _tombstone_issue(*, tenant, event, rows, decided, refusals, artifacts, derivatives_mode, deferred, authority,
+                     now):
     from tombstones.services import tombstone_issue
 
-    deferred = []
+    deferred = list(deferred)
     for row in rows:
         if decided[row.pk] == "hidden":
             lock_end = row.retained_until if row.locked(now) and not row.held else None
             deferred.append({
                 "item": f"record:{row.pk}",
                 "action": "purge_content",
-                "deadline": "held" if row.held else (lock_end or now + COMPACTION_GRACE).isoformat(),
+                "deadline": None if row.held else (lock_end or now + COMPACTION_GRACE).isoformat(),
+                **({"awaiting": "legal_hold_release"} if row.held else {}),
             })
     statement = {
         "request": {"actor": event.actor, "authority": authority or event.reason or "memory forget",
@@ -268,11 +310,11 @@ def _tombstone_issue(*, tenant, event, rows, decided, refusals, artifacts, autho
             "handle": str(event.pk),
             "records": [{"record_id": str(r.pk), "commitment": r.commitment, "tier": r.tier,
                          "outcome": decided[r.pk],
-                         **({"refusal": refusals[r.pk]["code"]} if r.pk in refusals else {})} for r in rows],
+                         **({"reason": refusals[r.pk]["code"]} if r.pk in refusals else {})} for r in rows],
         },
         "propagation": {
-            "derivatives": [{"artifact_id": str(a), "kind": kind, "outcome": outcome}
-                            for outcome, items in artifacts.items() for a, kind in items],
+            "derivatives": [{"artifact_id": str(a.pk), "kind": a.kind, "outcome": OUTCOME[derivatives_mode]}
+                            for a in artifacts],
             "deferred": deferred,
         },
         "time": now.isoformat(),
@@ -286,10 +328,11 @@ def _unlocked(now: datetime) -> Q:
     return Q(held=False) & (Q(retained_until__isnull=True) | Q(retained_until__lte=now))
 
 
-def _execute(*, tenant, mode, acted, artifacts, event, now) -> None:
-    """The destructive statements: one per batch per table, each guarded and counted."""
+def _execute(*, tenant, mode, acted, artifact_ids, derivatives_mode, event, now) -> None:
+    """The destructive statements: one per batch per table, each guarded and counted. Derivatives go
+    first, while their lineage still names them."""
+    _artifacts_forget(artifact_ids, derivatives_mode, event, now)
     ids = [r.pk for r in acted if not (mode == ForgetMode.SOFT and (r.forgotten or r.redacted))]
-    artifact_ids = [a for items in artifacts.values() for a, _ in items]
     for start in range(0, len(ids), BATCH_SIZE):
         batch = ids[start:start + BATCH_SIZE]
         records = Record.objects.filter(pk__in=batch)
@@ -304,7 +347,6 @@ def _execute(*, tenant, mode, acted, artifacts, event, now) -> None:
                 DeletedRecord(record_id=r.pk, tenant_id=tenant.pk, scope_id=r.scope_id, forget_event=event,
                               deleted_at=now) for r in acted[start:start + BATCH_SIZE]
             ])
-            _artifacts_forget(artifact_ids_for(batch), mode, event, now)
             RecordTag.objects.filter(record_id__in=batch)._raw_delete(RecordTag.objects.db)
             Lineage.objects.filter(source_id__in=batch)._raw_delete(Lineage.objects.db)
             # _raw_delete: one DELETE statement, without the collector (PERFORMANCE.md: ~3x faster); the
@@ -312,12 +354,6 @@ def _execute(*, tenant, mode, acted, artifacts, event, now) -> None:
             changed = records.filter(_unlocked(now))._raw_delete(Record.objects.db)
         if changed != len(batch):
             raise _RowsChanged()
-    if mode != ForgetMode.HARD:
-        _artifacts_forget(artifact_ids, mode, event, now)
-
-
-def artifact_ids_for(record_ids: list[int]) -> list[int]:
-    return list(Lineage.objects.filter(source_id__in=record_ids).values_list("artifact_id", flat=True).distinct())
 
 
 def _artifacts_forget(artifact_ids: list[int], mode: str, event, now) -> None:

@@ -101,7 +101,7 @@ def test_confirm_erasure_asserts_erased_only_after_probing_every_path(agent, use
     body = response.json()
     assert body["erased"] is True
     assert {e["path"] for e in body["evidence"]} == {"storage", "read_by_id", "scope_listing", "keyword_search",
-                                                       "similarity_search", "derivatives"}
+                                                       "similarity_search", "derivatives", "fleet_copies"}
     assert all(e["found"] == 0 for e in body["evidence"])
 
 
@@ -146,3 +146,29 @@ def test_forget_by_tag_and_by_subject(agent, tenant, chat):
     assert forget(agent, {"tag": "project-x"}, "hard").json()["results"] == [
         {"record_id": tagged.pk, "outcome": "deleted"}]
     assert forget(agent, {"subject": "s-b"}, "hard").json()["results"] == [{"record_id": other.pk, "outcome": "deleted"}]
+
+
+def test_archive_copies_enter_the_deletion_log_and_fleet_copies_wait_for_acknowledgement(agent, tenant, chat):
+    from memory.models import ArchiveDeletion, FleetCopyNotice
+
+    source = record(tenant, chat, content="copied everywhere")
+    archive = agent.post("/api/v1/memory/records", {"derived_from": [source.pk], "kind": "archive", "content": "",
+                                                     "holder": "s3://cold/2026"}, format="json").json()
+    copy = agent.post("/api/v1/memory/records", {"derived_from": [source.pk], "kind": "fleet_copy",
+                                                  "content": "copied everywhere", "holder": "agent-b"},
+                      format="json").json()
+
+    handle = forget(agent, {"record_id": source.pk}, "hard").json()["handle"]
+
+    logged = ArchiveDeletion.objects.get()
+    assert (logged.record_id, logged.artifact_id, logged.commitment) == (source.pk, archive["id"], source.commitment)
+    pending = agent.get("/api/v1/memory/fleet-notices", {"holder": "agent-b"}).json()["results"]
+    assert [(n["artifact_id"], n["source_ids"]) for n in pending] == [(copy["id"], [source.pk])]
+    confirm = agent.post("/api/v1/memory/confirm-erasure", {"handle": handle}, format="json")
+    assert confirm.status_code == 409
+    assert [g["gap"] for g in confirm.json()["gaps"]] == ["unacknowledged"]
+
+    assert agent.post(f"/api/v1/memory/fleet-notices/{pending[0]['id']}/ack").status_code == 200
+
+    assert FleetCopyNotice.objects.get().acknowledged_at is not None
+    assert agent.post("/api/v1/memory/confirm-erasure", {"handle": handle}, format="json").status_code == 200

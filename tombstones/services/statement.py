@@ -70,7 +70,11 @@ def _propagation(propagation: dict) -> None:
         if not isinstance(_dict(item, f"propagation.derivatives[{index}]").get("artifact_id"), str):
             raise _invalid(f"propagation.derivatives[{index}].artifact_id", "must be a string")
     for index, item in enumerate(_list(propagation.get("deferred", []), "propagation.deferred")):
-        _time(_dict(item, f"propagation.deferred[{index}]").get("deadline"), f"propagation.deferred[{index}].deadline")
+        item = _dict(item, f"propagation.deferred[{index}]")
+        # An item waiting on an event with no date (a legal hold's release) names it instead of a deadline.
+        if item.get("deadline") is None and isinstance(item.get("awaiting"), str):
+            continue
+        _time(item.get("deadline"), f"propagation.deferred[{index}].deadline")
 
 
 def _time(value: Any, field: str) -> None:

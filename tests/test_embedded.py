@@ -1,0 +1,196 @@
+"""The README's first command: `manage.py serve_embedded` on the embedded default, as a new machine runs it.
+
+No DATABASE_URL and no CELERY_BROKER_URL: SQLite and Kombu's filesystem broker in a fresh LEDGER_VAR_DIR,
+a real Celery worker process and the web server, both children of the command.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# A fresh machine migrates from scratch and starts a worker: generous, CI machines are slow.
+START_TIMEOUT = 180
+STOP_TIMEOUT = 60
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class Served:
+    """`manage.py serve_embedded` in its own session, its output collected line by line."""
+
+    def __init__(self, var_dir: Path):
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")}
+        env.update(LEDGER_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="config.settings", PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "manage.py", "serve_embedded", "--port", str(self.port)],
+            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def printed(self, pattern: str, timeout: float = START_TIMEOUT) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.output, re.MULTILINE)
+            if match:
+                return match
+            assert self.proc.poll() is None, f"serve_embedded exited early:\n{self.output[-5000:]}"
+            time.sleep(0.2)
+        raise AssertionError(f"never printed {pattern!r}:\n{self.output[-5000:]}")
+
+    def get(self, path: str, token: str | None = None, timeout: float = 30) -> tuple[int, dict]:
+        request = urllib.request.Request(self.base + path)
+        if token:
+            request.add_header("Authorization", f"Token {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                return answer.status, json.load(answer)
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
+    def wait_healthy(self) -> dict:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"serve_embedded exited early:\n{self.output[-5000:]}"
+            try:
+                status, body = self.get("/healthz", timeout=5)
+            except OSError:  # not listening yet
+                time.sleep(0.5)
+                continue
+            if status == 200:
+                return body
+            time.sleep(0.5)
+        raise AssertionError(f"/healthz never answered 200:\n{self.output[-5000:]}")
+
+    def child_pids(self) -> dict[str, int]:
+        return {name: int(self.printed(rf"started the {name}: pid (\d+)").group(1))
+                for name in ("worker", "web server")}
+
+    def cleanup(self, pids) -> None:
+        """Whatever the test's outcome, leave no process behind (each by its own pid)."""
+        for pid in [self.proc.pid, *pids]:
+            if _alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _gone(pids, timeout: float = STOP_TIMEOUT) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(_alive(pid) for pid in pids):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_embedded_default_serves_the_api_runs_a_worker_and_stops_cleanly(tmp_path):
+    # Given: serve_embedded on a fresh var dir, with no DATABASE_URL and no CELERY_BROKER_URL
+    served = Served(tmp_path)
+    pids: dict[str, int] = {}
+    try:
+        # When: it is up
+        health = served.wait_healthy()
+        pids = served.child_pids()
+        agent_token = served.printed(r"^\s*agent token:\s+(\S+)$").group(1)
+        password = served.printed(r"^\s*password:\s+(\S+)$").group(1)
+
+        # Then: SQLite and the filesystem broker in that var dir
+        assert health["database"] == {"status": "ok", "vendor": "sqlite"}
+        assert health["broker"] == {"status": "ok", "transport": "filesystem"}
+        assert (tmp_path / "ledger.sqlite3").exists()
+        assert password and f"{served.base}/admin/" in served.output
+
+        # and the printed agent token reads the demo data through the API
+        status, body = served.get("/api/v1/memory/records?scope=user:1", token=agent_token)
+        assert status == 200, body
+        assert len(body["results"]) == 8
+        assert {r["scope"] for r in body["results"]} == {"user:1/session:1", "user:1/session:2"}
+        assert served.get("/api/v1/memory/records?scope=user:1")[0] == 401
+
+        # and the worker process takes a task off the broker and runs it (the ping answers with our nonce)
+        status, body = served.get("/healthz?worker=1")
+        assert (status, body["worker"]) == (200, {"status": "ok"}), body
+        assert re.search(r"Task config\.ping\[[0-9a-f-]+\] succeeded", served.output)
+
+        # When: the process group gets SIGTERM
+        os.killpg(served.proc.pid, signal.SIGTERM)
+
+        # Then: the command stops both children and exits 0
+        assert served.proc.wait(timeout=STOP_TIMEOUT) == 0, served.output[-5000:]
+        assert _gone(pids.values()), f"children left behind: {pids}"
+        assert "Stopped: worker and web server are gone." in served.output
+    finally:
+        served.cleanup(pids.values())
+
+
+def test_worker_death_stops_the_web_server_and_exits_nonzero(tmp_path):
+    # Given: serve_embedded up, started twice on the same var dir (the demo data set is loaded once)
+    first = Served(tmp_path)
+    pids: dict[str, int] = {}
+    try:
+        first.wait_healthy()
+        pids = first.child_pids()
+        os.killpg(first.proc.pid, signal.SIGTERM)
+        assert first.proc.wait(timeout=STOP_TIMEOUT) == 0
+        assert "loaded tenant 'demo' with 32 records" in first.output
+    finally:
+        first.cleanup(pids.values())
+
+    served = Served(tmp_path)
+    try:
+        served.wait_healthy()
+        pids = served.child_pids()
+        assert "tenant 'demo' already loaded (32 records)" in served.output
+
+        # When: the worker dies
+        os.kill(pids["worker"], signal.SIGKILL)
+
+        # Then: the web server is stopped too and the command exits non-zero
+        assert served.proc.wait(timeout=STOP_TIMEOUT) != 0, served.output[-5000:]
+        assert _gone(pids.values()), f"children left behind: {pids}"
+        assert re.search(r"the worker exited with code -9", served.output)
+    finally:
+        served.cleanup(pids.values())
+

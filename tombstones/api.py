@@ -1,0 +1,94 @@
+"""The public log and key endpoints: no login, rate-limited, JSON errors with stable codes."""
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .dsse import b64encode
+from .errors import TombstoneError
+from .jwk import format_time
+from .note import checkpoint_parse
+from .ratelimit import rate_limit_check
+from .selectors import consistency_proof_get, envelope_of, inclusion_proof_get, jwks_document, tombstone_get
+from .services import checkpoint_sign
+
+MAX_INT_PARAM = 2**62
+
+
+def _int_param(request, name: str, *, required: bool = True) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        if required:
+            raise TombstoneError("invalid_parameter", f"`{name}` is required.", {"parameter": name})
+        return None
+    if not raw.isdigit() or int(raw) > MAX_INT_PARAM:
+        raise TombstoneError("invalid_parameter", f"`{name}` must be a non-negative integer.", {"parameter": name})
+    return int(raw)
+
+
+class PublicView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        rate_limit_check(request=request, bucket="api", limit=settings.LEDGER_PUBLIC_API_RATE_LIMIT)
+
+
+class KeySetView(PublicView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="Every tombstone and checkpoint key (JWKS)")
+    def get(self, request):
+        response = Response(jwks_document())
+        response["Cache-Control"] = "public, max-age=60"
+        return response
+
+
+class CheckpointView(PublicView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="The log's latest signed checkpoint")
+    def get(self, request):
+        checkpoint = checkpoint_sign()
+        parsed, _ = checkpoint_parse(checkpoint.note)
+        return Response({"origin": parsed.origin, "tree_size": checkpoint.tree_size,
+                         "root_hash": b64encode(bytes(checkpoint.root)), "time": format_time(parsed.time),
+                         "note": checkpoint.note})
+
+
+class InclusionView(PublicView):
+    @extend_schema(
+        parameters=[OpenApiParameter("tombstone_id", str), OpenApiParameter("leaf_index", int),
+                    OpenApiParameter("tree_size", int, description="default: the latest checkpoint's size")],
+        responses={200: OpenApiTypes.OBJECT}, summary="An inclusion proof (RFC 9162) for a tombstone")
+    def get(self, request):
+        if request.query_params.get("tombstone_id"):
+            leaf_index = tombstone_get(tombstone_id=request.query_params["tombstone_id"]).leaf_index
+        else:
+            leaf_index = _int_param(request, "leaf_index")
+        tree_size = _int_param(request, "tree_size", required=False)
+        if tree_size is None:
+            tree_size = checkpoint_sign().tree_size
+        hashes = inclusion_proof_get(leaf_index=leaf_index, tree_size=tree_size)
+        return Response({"leaf_index": leaf_index, "tree_size": tree_size, "hashes": [b64encode(h) for h in hashes]})
+
+
+class ConsistencyView(PublicView):
+    @extend_schema(
+        parameters=[OpenApiParameter("first", int, required=True),
+                    OpenApiParameter("second", int, description="default: the latest checkpoint's size")],
+        responses={200: OpenApiTypes.OBJECT}, summary="A consistency proof (RFC 9162) between two tree sizes")
+    def get(self, request):
+        first = _int_param(request, "first")
+        second = _int_param(request, "second", required=False)
+        if second is None:
+            second = checkpoint_sign().tree_size
+        hashes = consistency_proof_get(first=first, second=second)
+        return Response({"first": first, "second": second, "hashes": [b64encode(h) for h in hashes]})
+
+
+class TombstoneView(PublicView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="A tombstone's signed DSSE envelope")
+    def get(self, request, tombstone_id: str):
+        return Response(envelope_of(tombstone_get(tombstone_id=tombstone_id)))

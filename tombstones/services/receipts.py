@@ -1,0 +1,108 @@
+"""Receipts (what the subject keeps) and the server's verification of one."""
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from ..dsse import b64encode
+from ..errors import TombstoneError
+from ..models import Checkpoint
+from ..note import NoteError, checkpoint_parse
+from ..selectors import consistency_proof_get, envelope_of, inclusion_proof_get, keys_published, tombstone_get
+from ..verification import REASONS, RECEIPT_FORMAT, Malformed, Receipt, Report, receipt_parse, verify_receipt
+from .log import checkpoint_sign
+
+
+def receipt_build(*, tombstone_id: uuid.UUID | str, include_salts: bool = True) -> dict:
+    """The receipt: the envelope, its inclusion proof, the checkpoint it is proven against, the salts.
+
+    The checkpoint is the earliest one that covers the tombstone (a new one is signed if none does yet),
+    so that the receipt proves as early a logging time as the log can.
+    """
+    tombstone = tombstone_get(tombstone_id=tombstone_id)
+    checkpoint = (Checkpoint.objects.filter(tree_size__gt=tombstone.leaf_index).order_by("tree_size").first()
+                  or checkpoint_sign())
+    proof = inclusion_proof_get(leaf_index=tombstone.leaf_index, tree_size=checkpoint.tree_size)
+    receipt = {
+        "format": RECEIPT_FORMAT,
+        "tombstone_id": str(tombstone.id),
+        "envelope": envelope_of(tombstone),
+        "inclusion": {"leaf_index": tombstone.leaf_index, "tree_size": checkpoint.tree_size,
+                      "hashes": [b64encode(h) for h in proof]},
+        "checkpoint": checkpoint.note,
+    }
+    if include_salts:
+        receipt["salts"] = dict(tombstone.salts.order_by("record_id").values_list("record_id", "salt"))
+    return receipt
+
+
+def _statement_id(receipt: Receipt) -> str | None:
+    try:
+        statement = json.loads(receipt.payload)
+    except ValueError:
+        return None
+    return statement.get("tombstone_id") if isinstance(statement, dict) else None
+
+
+def _changed_fields(stored: Any, received: Any, path: str = "") -> list[str]:
+    """Where two statements differ, as paths (`execution.records[0].outcome`)."""
+    if isinstance(stored, dict) and isinstance(received, dict):
+        return [p for key in sorted(stored.keys() | received.keys())
+                for p in _changed_fields(stored.get(key), received.get(key), f"{path}.{key}" if path else key)]
+    if isinstance(stored, list) and isinstance(received, list) and len(stored) == len(received):
+        return [p for i, (a, b) in enumerate(zip(stored, received)) for p in _changed_fields(a, b, f"{path}[{i}]")]
+    return [] if stored == received else [path or "(the whole statement)"]
+
+
+def _name_changed_fields(report: Report, receipt: Receipt) -> None:
+    try:
+        stored = tombstone_get(tombstone_id=receipt.tombstone_id or _statement_id(receipt) or "")
+        changed = _changed_fields(json.loads(bytes(stored.payload)), json.loads(receipt.payload))
+    except (TombstoneError, ValueError):
+        return
+    if changed:
+        report.code = "field_changed"
+        report.message = REASONS["field_changed"].format(detail="changed: " + ", ".join(changed[:5]))
+
+
+def receipt_complete(*, document: Any) -> Any:
+    """A bare envelope completed with its inclusion proof and checkpoint from this log; else as given.
+
+    Raises `tombstone_not_found` when the envelope names a tombstone this log does not hold.
+    """
+    try:
+        receipt = receipt_parse(document)
+    except Malformed:
+        return document
+    if receipt.checkpoint_text is not None or receipt.leaf_index is not None:
+        return document
+    stored = receipt_build(tombstone_id=_statement_id(receipt) or "", include_salts=False)
+    return {**stored, "envelope": receipt.envelope, "salts": receipt.salts}
+
+
+def tombstone_verify(*, document: Any, content: str | None = None, salt: str | None = None) -> Report:
+    """Verify a receipt (or a bare envelope) as the server: the shared checks, plus this log's own view.
+
+    A bare envelope is completed with its inclusion proof from the log; the receipt's checkpoint must be
+    consistent with the log's latest one; a changed field is named by comparing with the stored statement.
+    """
+    keys = keys_published()
+    try:
+        document = receipt_complete(document=document)
+        receipt = receipt_parse(document)
+    except Malformed:
+        return verify_receipt(document, keys)
+    except TombstoneError:
+        return Report("not_in_log", REASONS["not_in_log"].format(detail="this log holds no such tombstone"))
+    latest = checkpoint_sign()
+    try:
+        size = checkpoint_parse(receipt.checkpoint_text or "")[0].size
+        proof = consistency_proof_get(first=size, second=latest.tree_size) if 0 < size <= latest.tree_size else []
+    except (NoteError, TombstoneError):
+        proof = []
+    report = verify_receipt(document, keys, other_checkpoint=latest.note, consistency_proof=[b64encode(h) for h in proof],
+                            content=content, salt=salt)
+    if report.code in ("field_changed", "signature_mismatch"):
+        _name_changed_fields(report, receipt)
+    return report

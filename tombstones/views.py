@@ -1,0 +1,83 @@
+"""The public verification page, `/verify/`: no login, works without JavaScript, rate-limited.
+
+The server verifies and says why in plain words; the page then hands the same receipt (never the
+salts or the content) to `verify.js`, which checks it again in the browser against the published keys.
+"""
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.shortcuts import render
+from django.http import HttpResponse
+from django.template.loader import get_template
+from django.views.decorators.http import require_http_methods
+
+from .errors import TombstoneError
+from .forms import VerifyForm
+from .ratelimit import rate_limit_check
+from .services import receipt_build, receipt_complete, tombstone_verify
+from .verification import GENUINE_MESSAGE, REASONS
+
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self' "
+                           "'unsafe-inline'; img-src 'self' data:; form-action 'self'; base-uri 'none'; "
+                           "frame-ancestors 'none'")
+
+
+def _public_part(document) -> dict | None:
+    """What the browser needs to check the receipt again: the receipt without its salts."""
+    if isinstance(document, str):
+        try:
+            document = json.loads(document)
+        except ValueError:
+            return None
+    if not isinstance(document, dict):
+        return None
+    return {key: value for key, value in document.items() if key != "salts"}
+
+
+def _page(request, context: dict, status: int = 200) -> HttpResponse:
+    context = {"reasons": {**REASONS, "genuine": GENUINE_MESSAGE}, **context}
+    response = render(request, "tombstones/verify.html", context, status=status)
+    response["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    response["Referrer-Policy"] = "no-referrer"
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_http_methods(["GET", "POST"])
+def verify_page(request):
+    if request.method == "GET" and "id" not in request.GET:
+        return _page(request, {"form": VerifyForm()})
+    form = VerifyForm({"tombstone_id": request.GET["id"]}) if request.method == "GET" else VerifyForm(
+        request.POST, request.FILES)
+    try:
+        rate_limit_check(request=request, bucket="page", limit=settings.LEDGER_VERIFY_RATE_LIMIT)
+    except TombstoneError as exc:
+        return _page(request, {"form": form, "error": exc}, status=exc.status_code)
+    if not form.is_valid():
+        return _page(request, {"form": form}, status=400)
+    document = form.document()
+    try:
+        if document is None:
+            document = receipt_build(tombstone_id=form.cleaned_data["tombstone_id"], include_salts=False)
+        else:
+            document = receipt_complete(document=document)
+    except TombstoneError as exc:
+        if exc.code != "tombstone_not_found":
+            raise
+        if document is None:
+            return _page(request, {"form": form, "error": exc}, status=404)
+    report = tombstone_verify(document=document, content=form.cleaned_data.get("content") or None,
+                              salt=form.cleaned_data.get("salt") or None)
+    context = {"form": form, "report": report, "bundle": _public_part(document),
+               "checked_content": bool(form.cleaned_data.get("content"))}
+    return _page(request, context, status=400 if report.code == "malformed" else 200)
+
+
+def verify_script(request):
+    """The page's verifier, served from here so the page needs no static-files setup and no CDN."""
+    source = get_template("tombstones/verify.js").template.source  # served as written, not rendered
+    response = HttpResponse(source, content_type="text/javascript; charset=utf-8")
+    response["Cache-Control"] = "public, max-age=300"
+    return response
