@@ -131,6 +131,11 @@ else:
     _default_result_backend = None
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=_default_result_backend)
 CELERY_TASK_IGNORE_RESULT = True
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # A message a dead worker had taken comes back after this many seconds (Redis' visibility timeout);
+    # every workflow step is idempotent, so an early redelivery of a slow step is harmless.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("LEDGER_BROKER_VISIBILITY_TIMEOUT", default=300)}
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="ledger")
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -147,6 +152,9 @@ LEDGER_FLEET_ACK_DAYS = env.int("LEDGER_FLEET_ACK_DAYS", default=7)
 # Largest record content accepted by the memory API (characters).
 LEDGER_MAX_CONTENT_CHARS = env.int("LEDGER_MAX_CONTENT_CHARS", default=64 * 1024)
 
+# Where subjects are sent to verify their tombstones (the public verification page).
+LEDGER_PUBLIC_URL = env.str("LEDGER_PUBLIC_URL", default="http://127.0.0.1:8000")
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="privacy@forgetting-ledger.local")
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 
 LOGGING = {

@@ -184,7 +184,9 @@ class SubjectNotice(models.Model):
     subject_line = models.CharField(max_length=300)
     body = models.TextField()
     receipt = models.JSONField(null=True, blank=True)
-    sent_at = models.DateTimeField()
+    # Written before sending (an outbox), set once the mail backend took it: a crash in between resends.
+    sent_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["request", "kind"], name="notice_once_per_kind")]

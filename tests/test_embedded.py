@@ -45,7 +45,7 @@ class Served:
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items()
-               if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")}
+               if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CACHE_URL")}
         env.update(LEDGER_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="config.settings", PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "serve_embedded", "--port", str(self.port)],

@@ -17,8 +17,7 @@ from .verification import verify_receipt
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tombstones.verify", description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("receipt", type=Path, help="the receipt (JSON)")
     parser.add_argument("keys", type=Path, help="the published key set (JWKS JSON)")
     parser.add_argument("--other-checkpoint", type=Path,
@@ -28,16 +27,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--content-file", type=Path, help="a piece of your data, to check that it is covered")
     parser.add_argument("--salt", help="the salt for --content-file (default: every salt in the receipt)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    return parser
 
 
 def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def main(argv: list[str] | None = None, *, stdout=None) -> int:
-    out = stdout or sys.stdout
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tombstones.verify", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv), out=sys.stdout)
+
+
+def run(args: argparse.Namespace, *, out) -> int:
+    """Verify as `args` say (the options of `add_arguments`), print the report to `out`, return the exit status."""
     try:
         keys = jwks_parse(json.loads(_read(args.keys)))
         receipt = _read(args.receipt)
@@ -48,21 +51,21 @@ def main(argv: list[str] | None = None, *, stdout=None) -> int:
             proof = proof.get("hashes") if isinstance(proof, dict) else proof
         content = _read(args.content_file) if args.content_file else None
     except (OSError, ValueError) as exc:
-        print(f"cannot verify: {exc}", file=out)
+        out.write(f"cannot verify: {exc}\n")
         return EXIT_UNUSABLE
     if (other is None) != (proof is None):
-        print("cannot verify: --other-checkpoint and --consistency-proof go together", file=out)
+        out.write("cannot verify: --other-checkpoint and --consistency-proof go together\n")
         return EXIT_UNUSABLE
     report = verify_receipt(receipt, keys, other_checkpoint=other, consistency_proof=proof,
                             content=content, salt=args.salt)
     if args.json:
-        print(json.dumps(report.as_dict(), indent=2, sort_keys=True), file=out)
+        out.write(json.dumps(report.as_dict(), indent=2, sort_keys=True) + "\n")
     else:
         for check in report.checks:
-            print(f"{'ok  ' if check['passed'] else 'FAIL'} {check['check']}", file=out)
-        print(f"{report.code}: {report.message}", file=out)
+            out.write(f"{'ok  ' if check['passed'] else 'FAIL'} {check['check']}\n")
+        out.write(f"{report.code}: {report.message}\n")
         if report.coverage:
-            print(f"content: {report.coverage.message}", file=out)
+            out.write(f"content: {report.coverage.message}\n")
     ok = report.genuine and (report.coverage is None or report.coverage.covered)
     return EXIT_OK if ok else EXIT_FAILED
 

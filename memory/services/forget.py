@@ -142,11 +142,25 @@ def _guard_error(exc: DatabaseError) -> Exception:
     return exc
 
 
+def _rows(records) -> list[_Row]:
+    return [_Row(pk, scope, cls, commitment, salt, tier, f is not None, r is not None, until, held, protects)
+            for pk, scope, cls, commitment, salt, tier, f, r, until, held, protects
+            in records.order_by("pk").values_list(*_ROW_FIELDS)]
+
+
+def records_refusals(*, tenant: Tenant, record_ids: list[int], mode: str) -> dict[int, dict]:
+    """What a forget in `mode` would refuse among these records, with the reasons it would give; nothing is
+    changed. The erasure workflow plans with it; `records_forget` decides again when it acts."""
+    now = timezone.now()
+    rows = []
+    for start in range(0, len(record_ids), BATCH_SIZE):
+        rows += _rows(Record.objects.filter(tenant=tenant, pk__in=record_ids[start:start + BATCH_SIZE]))
+    return _refusal_reasons(tenant, [r for r in rows if _decide(r, mode, now) == "refused"], mode, now)
+
+
 def _forget_once(*, tenant, target, mode, actor, reason, authority, path, derivatives_mode) -> ForgetResult:
     now = timezone.now()
-    rows = [_Row(pk, scope, cls, commitment, salt, tier, f is not None, r is not None, until, held, protects)
-            for pk, scope, cls, commitment, salt, tier, f, r, until, held, protects
-            in target.records(tenant).order_by("pk").values_list(*_ROW_FIELDS)]
+    rows = _rows(target.records(tenant))
     decided = {row.pk: _decide(row, mode, now) for row in rows}
     refusals = _refusal_reasons(tenant, [r for r in rows if decided[r.pk] == "refused"], mode, now)
     acted = [r for r in rows if decided[r.pk] != "refused"]

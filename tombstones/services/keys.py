@@ -21,11 +21,11 @@ from ..errors import TombstoneError
 from ..jwk import thumbprint
 from ..models import KeyAction, KeyEvent, KeyPurpose, SigningKey
 
-# Private keys at rest: b"FLK1" || salt (16) || nonce (12) || AES-256-GCM(raw key, aad=kid), the AES key
-# derived from the passphrase with scrypt (N=2**15: ~0.1 s, once per key per process; keys are cached).
-# (cryptography's PKCS#8 `BestAvailableEncryption` uses PBKDF2 with 2,048 rounds: too few.)
+# Private keys at rest: b"FLK1" || log2(N) || salt (16) || nonce (12) || AES-256-GCM(raw key, aad=kid), the
+# AES key derived from the passphrase with scrypt (N=2**15: ~0.1 s, once per key per process; decrypted keys
+# are cached). (cryptography's PKCS#8 `BestAvailableEncryption` uses PBKDF2 with 2,048 rounds: too few.)
 SEALED_VERSION = b"FLK1"
-SCRYPT_N = 2**15
+SCRYPT_LOG2_N = 15
 DEV_PASSPHRASE_FILE = "tombstone-signing-passphrase"
 _dev_passphrases: dict[Path, bytes] = {}
 _private_keys: dict[tuple[str, bytes], Ed25519PrivateKey] = {}
@@ -57,22 +57,23 @@ def passphrase_get() -> bytes:
     return configured.encode() if configured else _dev_passphrase()
 
 
-def _derive(passphrase: bytes, salt: bytes) -> AESGCM:
-    return AESGCM(Scrypt(salt=salt, length=32, n=SCRYPT_N, r=8, p=1).derive(passphrase))
+def _derive(passphrase: bytes, salt: bytes, log2_n: int) -> AESGCM:
+    return AESGCM(Scrypt(salt=salt, length=32, n=2**log2_n, r=8, p=1).derive(passphrase))
 
 
 def _seal(private: Ed25519PrivateKey, passphrase: bytes, *, kid: str) -> bytes:
     raw = private.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
                                 serialization.NoEncryption())
-    salt, nonce = os.urandom(16), os.urandom(12)
-    return SEALED_VERSION + salt + nonce + _derive(passphrase, salt).encrypt(nonce, raw, kid.encode())
+    salt, nonce, log2_n = os.urandom(16), os.urandom(12), SCRYPT_LOG2_N
+    sealed = _derive(passphrase, salt, log2_n).encrypt(nonce, raw, kid.encode())
+    return SEALED_VERSION + bytes([log2_n]) + salt + nonce + sealed
 
 
 def _unseal(blob: bytes, passphrase: bytes, *, kid: str) -> Ed25519PrivateKey:
-    if not blob.startswith(SEALED_VERSION):
+    if not blob.startswith(SEALED_VERSION) or not 10 <= blob[4] <= 20:
         raise ValueError("unknown sealed key format")
-    salt, nonce, sealed = blob[4:20], blob[20:32], blob[32:]
-    return Ed25519PrivateKey.from_private_bytes(_derive(passphrase, salt).decrypt(nonce, sealed, kid.encode()))
+    log2_n, salt, nonce, sealed = blob[4], blob[5:21], blob[21:33], blob[33:]
+    return Ed25519PrivateKey.from_private_bytes(_derive(passphrase, salt, log2_n).decrypt(nonce, sealed, kid.encode()))
 
 
 def key_private(key: SigningKey) -> Ed25519PrivateKey:
@@ -94,7 +95,8 @@ def _key_create(*, purpose: str, actor: str, now: datetime) -> SigningKey:
     public = private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     kid = thumbprint(public)
     key = SigningKey.objects.create(
-        kid=kid, purpose=purpose, public_key=public, private_key_encrypted=_seal(private, passphrase_get(), kid=kid),
+        kid=kid, purpose=purpose, public_key=public,
+        private_key_encrypted=_seal(private, passphrase_get(), kid=kid),
         note_name=settings.LEDGER_LOG_ORIGIN if purpose == KeyPurpose.CHECKPOINT else "",
         created_at=now,
     )

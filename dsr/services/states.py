@@ -1,0 +1,50 @@
+"""The request state machine: the allowed moves are this table, and a move is a conditional UPDATE.
+
+An illegal move raises `illegal_transition`; a move that someone else made first raises
+`concurrent_transition`. Every move writes a history row in the same transaction.
+"""
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from dsr import errors
+from dsr.models import RequestStatus as S
+from dsr.models import RequestTransition, SubjectRequest
+
+ALLOWED: dict[str, set[str]] = {
+    S.RECEIVED: {S.VERIFIED, S.CLOSED, S.REFUSED},
+    S.VERIFIED: {S.PLANNED, S.REFUSED, S.CLOSED},
+    S.PLANNED: {S.EXECUTING, S.COMPLETED, S.REFUSED},
+    S.EXECUTING: {S.AWAITING_LEGAL, S.COMPLETED, S.PARTIALLY_COMPLETED},
+    S.AWAITING_LEGAL: {S.EXECUTING, S.COMPLETED, S.PARTIALLY_COMPLETED},
+    # A legal decision after the first pass (an override, a deferral come due) runs the workflow again.
+    S.PARTIALLY_COMPLETED: {S.EXECUTING, S.CLOSED},
+    S.COMPLETED: {S.CLOSED},
+    S.REFUSED: {S.CLOSED},
+    S.CLOSED: set(),
+}
+OPEN = {S.RECEIVED, S.VERIFIED, S.PLANNED, S.EXECUTING, S.AWAITING_LEGAL, S.PARTIALLY_COMPLETED}
+
+
+def history_add(*, request: SubjectRequest, action: str, actor: str, note: str = "", from_status: str = "",
+                to_status: str = "") -> RequestTransition:
+    return RequestTransition.objects.create(request=request, action=action, actor=actor, note=note,
+                                            from_status=from_status, to_status=to_status, at=timezone.now())
+
+
+def request_transition(*, request: SubjectRequest, to: str, actor: str, action: str = "", note: str = "",
+                       **fields) -> SubjectRequest:
+    """Move `request` to `to` (and set `fields` with it), or raise. Returns the refreshed request."""
+    if to not in ALLOWED.get(request.status, set()):
+        raise errors.conflict("illegal_transition", f"A request cannot move from {request.status} to {to}.",
+                              from_status=request.status, to_status=to)
+    with transaction.atomic():
+        moved = SubjectRequest.objects.filter(pk=request.pk, status=request.status).update(status=to, **fields)
+        if not moved:
+            raise errors.conflict("concurrent_transition", "The request moved meanwhile; reload it.",
+                                  expected_status=request.status)
+        history_add(request=request, action=action or f"move_{to}", actor=actor, note=note,
+                    from_status=request.status, to_status=to)
+    request.refresh_from_db()
+    return request

@@ -1,0 +1,344 @@
+"""The erasure workflow: plan, evaluate, execute (with propagation), confirm, notify.
+
+Each step is a plain function of a request id that (1) locks the request row, (2) reads what is left to
+do from the database (`RequestItem` rows and the step marks on the request), (3) does one bounded piece
+of work in one transaction, and (4) says what to run next. Running a step twice, or after a worker
+died anywhere inside it, is harmless: the transaction either committed (the marks say so) or did not
+(nothing happened). The Celery tasks in dsr/tasks.py only call these and enqueue the next step after
+commit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from dsr.models import (
+    ConflictStatus,
+    ItemDecision,
+    ItemKind,
+    ItemOutcome,
+    RequestItem,
+    RequestStatus,
+    RequestType,
+    RetentionConflict,
+    SubjectRequest,
+)
+from dsr.services.states import history_add, request_transition
+from memory.models import (
+    ArchiveDeletion,
+    ArtifactKind,
+    DerivedArtifact,
+    FleetCopyNotice,
+    ForgetMode,
+    Lineage,
+    Record,
+)
+from memory.services import ForgetTarget, erasure_confirm, records_forget, records_refusals
+
+# Records per execute transaction: one forget (one tombstone) per decision per batch. Small enough that
+# a worker killed mid-batch loses little work and holds row locks briefly; large enough that the
+# per-batch signing and bookkeeping are amortized.
+EXECUTE_BATCH = 500
+WORKFLOW = "workflow"
+
+PLAN, EVALUATE, EXECUTE, CONFIRM, NOTIFY, DONE = "plan", "evaluate", "execute", "confirm", "notify", None
+
+_MODE = {ItemDecision.ERASE: ForgetMode.HARD, ItemDecision.REDACT: ForgetMode.REDACT, ItemDecision.HIDE: ForgetMode.SOFT}
+_RECORD_OUTCOME = {"deleted": ItemOutcome.DELETED, "redacted": ItemOutcome.REDACTED, "hidden": ItemOutcome.HIDDEN}
+
+
+@dataclass(frozen=True)
+class StepResult:
+    did_work: bool
+    next_step: str | None
+
+
+def _locked(request_id: int) -> SubjectRequest | None:
+    return SubjectRequest.objects.select_for_update().filter(pk=request_id).select_related("tenant", "subject").first()
+
+
+def workflow_start(*, request: SubjectRequest, actor: str) -> SubjectRequest:
+    """Operators start the workflow of a verified request; the first step runs on a worker."""
+    if request.status != RequestStatus.VERIFIED:
+        from dsr import errors
+        raise errors.conflict("not_verified", "A request runs only after the subject's identity is verified.",
+                              status=request.status)
+    history_add(request=request, action="workflow_started", actor=actor)
+    from dsr.tasks import step_enqueue
+
+    step_enqueue(request_id=request.pk, step=PLAN)
+    return request
+
+
+def step_plan(*, request_id: int) -> StepResult:
+    """Every record of the subject in every scope of the tenant, and every artifact reachable through
+    lineage; for an access request, the export of the subject's live data."""
+    with transaction.atomic():
+        request = _locked(request_id)
+        if request is None or request.status != RequestStatus.VERIFIED:
+            return StepResult(False, _next_for(request))
+        added = _plan_items(request)
+        if request.type == RequestType.ACCESS:
+            export = access_export(request=request)
+            request = request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, action="plan",
+                                         note=f"{len(export['records'])} live records exported",
+                                         planned_at=timezone.now(), export=export)
+            request_transition(request=request, to=RequestStatus.COMPLETED, actor=WORKFLOW, action="export_ready",
+                               confirmed_at=timezone.now())
+            return StepResult(True, NOTIFY)
+        request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, action="plan",
+                           note=f"{added} items planned", planned_at=timezone.now())
+    return StepResult(True, EVALUATE)
+
+
+def _plan_items(request: SubjectRequest) -> int:
+    """Add the subject's live or hidden records, and their artifacts, to the plan (idempotent)."""
+    record_ids = list(Record.objects.filter(tenant=request.tenant, subject=request.subject)
+                      .filter(Q(redacted_at__isnull=True) | Q(content__gt="")).values_list("pk", flat=True))
+    artifacts = dict(DerivedArtifact.objects.filter(lineage__source_id__in=record_ids).values_list("pk", "kind"))
+    items = [RequestItem(request=request, kind=ItemKind.RECORD, object_id=pk) for pk in record_ids]
+    items += [RequestItem(request=request, kind=ItemKind.ARTIFACT, object_id=pk, artifact_kind=kind,
+                          decision=ItemDecision.PROPAGATE) for pk, kind in artifacts.items()]
+    before = RequestItem.objects.filter(request=request).count()
+    RequestItem.objects.bulk_create(items, ignore_conflicts=True, batch_size=2000)
+    return RequestItem.objects.filter(request=request).count() - before
+
+
+def step_evaluate(*, request_id: int) -> StepResult:
+    """Decide the least destructive operation that still satisfies the request, per record."""
+    with transaction.atomic():
+        request = _locked(request_id)
+        if request is None or request.status != RequestStatus.PLANNED:
+            return StepResult(False, _next_for(request))
+        decided = _evaluate_items(request)
+        request_transition(request=request, to=RequestStatus.EXECUTING, actor=WORKFLOW, action="evaluate",
+                           note=f"{decided} records decided", evaluated_at=timezone.now())
+    return StepResult(True, EXECUTE)
+
+
+def _evaluate_items(request: SubjectRequest) -> int:
+    """Undecided record items get: erase (nothing forbids it), redact (a lock keeps the row, not the
+    content), or hide and restrict with a deferred erasure and a retention conflict for legal."""
+    items = list(RequestItem.objects.filter(request=request, kind=ItemKind.RECORD, decision=""))
+    if not items:
+        return 0
+    ids = [i.object_id for i in items]
+    if request.type == RequestType.RESTRICTION:
+        RequestItem.objects.filter(pk__in=[i.pk for i in items]).update(decision=ItemDecision.HIDE)
+        return len(items)
+    no_hard = records_refusals(tenant=request.tenant, record_ids=ids, mode=ForgetMode.HARD)
+    no_redact = records_refusals(tenant=request.tenant, record_ids=list(no_hard), mode=ForgetMode.REDACT)
+    now = timezone.now()
+    conflicts = []
+    for item in items:
+        if item.object_id not in no_hard:
+            item.decision = ItemDecision.ERASE
+        elif item.object_id not in no_redact:
+            item.decision, item.reason = ItemDecision.REDACT, no_hard[item.object_id]
+        else:
+            reason = no_redact[item.object_id]
+            item.decision, item.reason = ItemDecision.HIDE, reason
+            item.deferred_until = _parse(reason.get("locked_until"))
+            conflicts.append(RetentionConflict(
+                request=request, tenant=request.tenant, record_id=item.object_id, code=reason["code"],
+                authority=reason.get("authority") or "", blocking=reason["blocking"],
+                locked_until=item.deferred_until, opened_at=now,
+            ))
+    RequestItem.objects.bulk_update(items, ["decision", "reason", "deferred_until"], batch_size=1000)
+    RetentionConflict.objects.bulk_create(conflicts, ignore_conflicts=True)
+    return len(items)
+
+
+def _parse(value):
+    from django.utils.dateparse import parse_datetime
+
+    return parse_datetime(value) if value else None
+
+
+def step_execute(*, request_id: int) -> StepResult:
+    """One batch of pending record items through the one guarded forget, per decision; their
+    derivatives are erased with them (embeddings, summaries, caches deleted; archive copies logged;
+    other agents' copies notified). Says EXECUTE again while items remain."""
+    with transaction.atomic():
+        request = _locked(request_id)
+        if request is None or request.status != RequestStatus.EXECUTING or request.executed_at:
+            return StepResult(False, _next_for(request))
+        _evaluate_items(request)  # records whose lock changed since (refused below) are decided again
+        batch = list(RequestItem.objects.filter(request=request, kind=ItemKind.RECORD, outcome=ItemOutcome.PENDING)
+                     .exclude(decision="").order_by("pk")[:EXECUTE_BATCH])
+        if not batch:
+            _propagation_settle(request)
+            SubjectRequest.objects.filter(pk=request.pk).update(executed_at=timezone.now())
+            history_add(request=request, action="executed", actor=WORKFLOW)
+            return StepResult(True, CONFIRM)
+        for decision in (ItemDecision.ERASE, ItemDecision.REDACT, ItemDecision.HIDE):
+            _execute_group(request, [i for i in batch if i.decision == decision], decision)
+    return StepResult(True, EXECUTE)
+
+
+def _execute_group(request: SubjectRequest, items: list[RequestItem], decision: str) -> None:
+    if not items:
+        return
+    by_id = {i.object_id: i for i in items}
+    present = set(Record.objects.filter(tenant=request.tenant, pk__in=list(by_id)).values_list("pk", flat=True))
+    for record_id in set(by_id) - present:
+        by_id[record_id].outcome = ItemOutcome.GONE
+    if present:
+        restrict = request.type == RequestType.RESTRICTION
+        result = records_forget(
+            tenant=request.tenant, target=ForgetTarget(record_ids=tuple(sorted(present))), mode=_MODE[decision],
+            derivatives_mode=ForgetMode.SOFT if restrict else ForgetMode.HARD, actor=f"request:{request.pk}",
+            reason=f"{request.get_regulation_display()} {request.get_type_display()} request {request.pk}",
+            authority=_authority(request), path="erasure_workflow",
+        )
+        for entry in result.results:
+            item = by_id[entry["record_id"]]
+            if entry["outcome"] == "refused":
+                # The lock changed since evaluation (a hold placed meanwhile): decide this record again.
+                item.decision, item.reason = "", entry["reason"]
+                continue
+            item.outcome = _RECORD_OUTCOME[entry["outcome"]]
+            item.forget_event_id, item.tombstone_id = result.event.pk, result.tombstone_id
+    RequestItem.objects.bulk_update(items, ["decision", "reason", "outcome", "forget_event_id", "tombstone_id"])
+
+
+def _authority(request: SubjectRequest) -> str:
+    if request.regulation == "gdpr":
+        return {"erasure": "GDPR Art. 17", "restriction": "GDPR Art. 18", "access": "GDPR Art. 15"}[request.type]
+    if request.regulation == "ccpa":
+        return {"erasure": "CCPA §1798.105", "access": "CCPA §1798.110",
+                "restriction": "CCPA §1798.120"}[request.type]
+    return f"{request.get_type_display()} request"
+
+
+def _propagation_settle(request: SubjectRequest) -> None:
+    """Artifact items take the outcome their propagation had: deleted and checked gone, entered into
+    the archive deletion log, or notified to the agent holding the copy (deferred until it acknowledges)."""
+    items = list(RequestItem.objects.filter(request=request, kind=ItemKind.ARTIFACT, outcome=ItemOutcome.PENDING))
+    ids = [i.object_id for i in items]
+    still_there = set(DerivedArtifact.objects.filter(pk__in=ids).filter(
+        Q(content__gt="") | Q(vector__isnull=False)).values_list("pk", flat=True))
+    logged = set(ArchiveDeletion.objects.filter(tenant=request.tenant, artifact_id__in=ids)
+                 .values_list("artifact_id", flat=True))
+    notices = {n.artifact_id: n for n in FleetCopyNotice.objects.filter(tenant=request.tenant, artifact_id__in=ids)}
+    for item in items:
+        if item.artifact_kind == ArtifactKind.FLEET_COPY and item.object_id in notices:
+            item.outcome, item.deferred_until = ItemOutcome.NOTIFIED, notices[item.object_id].deadline
+        elif item.artifact_kind == ArtifactKind.ARCHIVE and item.object_id in logged:
+            item.outcome = ItemOutcome.LOGGED
+        elif item.object_id not in still_there:
+            item.outcome = ItemOutcome.DELETED
+    RequestItem.objects.bulk_update(items, ["outcome", "deferred_until"])
+
+
+def step_confirm(*, request_id: int) -> StepResult:
+    """Read back through every read path. Completed only when nothing remains that should not;
+    otherwise the request stays open with the precise gaps."""
+    with transaction.atomic():
+        request = _locked(request_id)
+        if request is None or request.status != RequestStatus.EXECUTING or not request.executed_at:
+            return StepResult(False, _next_for(request))
+        if _plan_items(request):
+            # Records written for the subject since the plan: they are part of the request too.
+            SubjectRequest.objects.filter(pk=request.pk).update(executed_at=None)
+            history_add(request=request, action="replanned", actor=WORKFLOW, note="new records since the plan")
+            return StepResult(True, EXECUTE)
+        gaps, deferred = _confirm_gaps(request)
+        if gaps:
+            SubjectRequest.objects.filter(pk=request.pk).update(gaps=gaps)
+            history_add(request=request, action="confirm_gaps", actor=WORKFLOW, note=f"{len(gaps)} gaps remain")
+            return StepResult(True, None)
+        kept = RequestItem.objects.filter(request=request, decision=ItemDecision.HIDE).exists()
+        final = RequestStatus.PARTIALLY_COMPLETED if (kept or deferred) and request.type == RequestType.ERASURE \
+            else RequestStatus.COMPLETED
+        request_transition(request=request, to=final, actor=WORKFLOW, action="confirm", gaps=[],
+                           confirmed_at=timezone.now(),
+                           note=f"confirmed; {len(deferred)} deferred items" if deferred else "confirmed")
+    return StepResult(True, NOTIFY)
+
+
+def _confirm_gaps(request: SubjectRequest) -> tuple[list[dict], list[dict]]:
+    """Probe every forget of this request; sort what remains into gaps (should not be there) and
+    deferred items (kept on purpose: a lock's deferred erasure, a copy awaiting acknowledgement)."""
+    hidden = set(RequestItem.objects.filter(request=request, decision=ItemDecision.HIDE)
+                 .values_list("object_id", flat=True))
+    events = sorted(set(RequestItem.objects.filter(request=request, forget_event_id__isnull=False)
+                        .values_list("forget_event_id", flat=True)))
+    gaps, deferred = [], []
+    for event_id in events:
+        result = erasure_confirm(tenant=request.tenant, handle={"sequence": event_id})
+        for gap in result.gaps:
+            expected = (gap.get("record_id") in hidden and gap["gap"] in ("content_at_rest", "visible")
+                        and gap["path"] in ("storage", "keyword_search", "similarity_search")
+                        and not _visible(request, gap["record_id"])) or gap["gap"] == "unacknowledged"
+            (deferred if expected else gaps).append(gap)
+    pending = RequestItem.objects.filter(request=request, outcome=ItemOutcome.PENDING).values_list(
+        "kind", "object_id")
+    gaps += [{"kind": kind, "id": pk, "gap": "not_processed"} for kind, pk in pending]
+    live = Record.objects.filter(tenant=request.tenant, subject=request.subject, forgotten_at__isnull=True,
+                                 redacted_at__isnull=True).values_list("pk", flat=True)
+    if request.type != RequestType.ACCESS:
+        gaps += [{"record_id": pk, "gap": "visible"} for pk in live]
+    return gaps, deferred
+
+
+def _visible(request: SubjectRequest, record_id: int) -> bool:
+    return Record.objects.filter(pk=record_id, forgotten_at__isnull=True, redacted_at__isnull=True).exists()
+
+
+def _next_for(request: SubjectRequest | None) -> str | None:
+    """Where a request stands, for a step that found its own work already done (a duplicate delivery)."""
+    if request is None:
+        return None
+    if request.status == RequestStatus.VERIFIED:
+        return PLAN
+    if request.status == RequestStatus.PLANNED:
+        return EVALUATE
+    if request.status == RequestStatus.EXECUTING:
+        return CONFIRM if request.executed_at else EXECUTE
+    if request.status in (RequestStatus.COMPLETED, RequestStatus.PARTIALLY_COMPLETED) and not request.notified_at:
+        return NOTIFY
+    return None
+
+
+def conflicts_open(request: SubjectRequest):
+    return RetentionConflict.objects.filter(request=request, status=ConflictStatus.OPEN)
+
+
+def access_export(*, request: SubjectRequest) -> dict:
+    """The subject's live data (never forgotten data), from the same planning as an erasure."""
+    from memory import selectors
+
+    records = selectors._visible_records(request.tenant, Record.objects.filter(
+        tenant=request.tenant, subject=request.subject).values("pk")).order_by("pk")
+    artifact_ids = Lineage.objects.filter(source__in=records.values("pk")).values("artifact_id")
+    artifacts = selectors._live_artifacts(request.tenant, artifact_ids).order_by("pk").prefetch_related("lineage")
+    return {
+        "subject": request.subject.ref,
+        "generated_at": timezone.now().isoformat(),
+        "records": [{"id": r.pk, "scope": r.scope.path, "content_class": r.content_class.name, "content": r.content,
+                     "created_at": r.created_at.isoformat(), "tier": r.tier} for r in records],
+        "derived": [{"id": a.pk, "kind": a.kind, "content": a.content, "holder": a.holder,
+                     "derived_from": sorted(link.source_id for link in a.lineage.all())} for a in artifacts
+                    if a.kind != ArtifactKind.EMBEDDING],
+    }
+
+
+def requests_stalled(*, older_than_seconds: int = 300):
+    """(request id, next step) of running workflows with no history for a while."""
+    from datetime import timedelta
+
+    from django.db.models import Max
+
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    running = (SubjectRequest.objects.filter(status__in=[RequestStatus.PLANNED, RequestStatus.EXECUTING,
+                                                         RequestStatus.COMPLETED, RequestStatus.PARTIALLY_COMPLETED],
+                                             notified_at__isnull=True)
+               .annotate(last=Max("history__at")).filter(last__lt=cutoff))
+    for request in running:
+        step = _next_for(request)
+        if step:
+            yield request.pk, step

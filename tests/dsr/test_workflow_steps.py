@@ -1,0 +1,97 @@
+"""The workflow's steps run in this process, one after the other (the Celery run is test_workflow.py):
+the decisions, the conflicts, idempotence of every step."""
+import pytest
+
+from dsr.models import ItemDecision, ItemOutcome, RequestItem, RequestStatus, RetentionConflict, SubjectNotice
+from dsr.services import notify, workflow
+from memory.models import DerivedArtifact, Record
+from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
+
+pytestmark = pytest.mark.django_db
+
+STEPS = {"plan": workflow.step_plan, "evaluate": workflow.step_evaluate, "execute": workflow.step_execute,
+         "confirm": workflow.step_confirm, "notify": notify.step_notify}
+
+
+def run_to_end(request_id: int, *, twice: bool = False) -> list[str]:
+    step, ran = "plan", []
+    while step:
+        result = STEPS[step](request_id=request_id)
+        if twice:
+            STEPS[step](request_id=request_id)
+        ran.append(step)
+        step = result.next_step
+    return ran
+
+
+def test_erasure_runs_to_partially_completed_with_two_conflicts(mailoutbox):
+    scenario = erasure_scenario()
+    request = verified_request(scenario)
+
+    run_to_end(request.pk)
+
+    request.refresh_from_db()
+    assert request.status == RequestStatus.PARTIALLY_COMPLETED
+    conflicts = RetentionConflict.objects.filter(request=request).order_by("record_id")
+    assert [(c.record_id, c.code, c.authority) for c in conflicts] == [
+        (scenario.under_rule.pk, "retention_lock", "SEC 17a-4(f)"),
+        (scenario.under_hold.pk, "legal_hold", "court order 26-cv-7"),
+    ]
+    assert not Record.objects.filter(pk__in=[r.pk for r in scenario.free]).exists()
+    kept = Record.objects.filter(pk__in=[scenario.under_rule.pk, scenario.under_hold.pk])
+    assert [(r.content != "", r.forgotten_at is not None) for r in kept] == [(True, True), (True, True)]
+    assert not DerivedArtifact.objects.filter(pk=scenario.summary_id).exists()
+    assert not DerivedArtifact.objects.filter(lineage__source__in=kept).exists()
+    (mail,) = mailoutbox
+    assert "supervisory authority" in mail.body and "SEC 17a-4(f)" in mail.body and "/verify/?id=" in mail.body
+    assert mail.attachments[0][0].startswith("receipt-request-")
+    assert SubjectNotice.objects.get(request=request).sent_at is not None
+
+
+def test_every_step_run_twice_changes_nothing_more(mailoutbox):
+    scenario = erasure_scenario()
+    request = verified_request(scenario)
+
+    run_to_end(request.pk, twice=True)
+
+    request.refresh_from_db()
+    assert request.status == RequestStatus.PARTIALLY_COMPLETED
+    assert RetentionConflict.objects.filter(request=request).count() == 2
+    events = set(RequestItem.objects.filter(request=request).values_list("forget_event_id", flat=True)) - {None}
+    assert len(events) == 2  # one forget per decision (erase, hide), never repeated
+    assert len(mailoutbox) == 1
+    assert request.history.filter(action="confirm").count() == 1
+
+
+def test_existence_only_lock_is_redacted_not_kept(mailoutbox):
+    from retention.models import RetentionRule
+
+    scenario = erasure_scenario()
+    RetentionRule.objects.all().update(protects="existence")  # then recompute as legal would
+    from retention.locks import locks_recompute_for_classes
+    locks_recompute_for_classes([scenario.under_rule.content_class_id])
+    request = verified_request(scenario)
+
+    run_to_end(request.pk)
+
+    item = RequestItem.objects.get(request=request, object_id=scenario.under_rule.pk, kind="record")
+    assert (item.decision, item.outcome) == (ItemDecision.REDACT, ItemOutcome.REDACTED)
+    assert Record.objects.get(pk=scenario.under_rule.pk).content == ""
+    assert RetentionConflict.objects.filter(request=request).count() == 1
+
+
+def test_access_request_exports_live_data_only(mailoutbox):
+    scenario = erasure_scenario()
+    from memory.services import ForgetTarget, records_forget
+    records_forget(tenant=scenario.tenant, target=ForgetTarget(record_ids=(scenario.free[2].pk,)), mode="soft",
+                   actor="t")
+    request = verified_request(scenario, type="access")
+
+    run_to_end(request.pk)
+
+    request.refresh_from_db()
+    assert request.status == RequestStatus.COMPLETED
+    exported = {r["id"] for r in request.export["records"]}
+    assert scenario.free[0].pk in exported and scenario.free[2].pk not in exported
+    assert "Falcon" not in str(request.export)
+    assert Record.objects.filter(pk=scenario.free[0].pk).exists()

@@ -1,0 +1,169 @@
+"""Issuing: what reaches storage, what is refused before anything is stored, and what stays private."""
+import base64
+import copy
+import json
+import uuid
+
+import pytest
+import rfc8785
+from django.db import transaction
+
+from tombstones.dsse import PAYLOAD_TYPE, pae
+from tombstones.errors import TombstoneError
+from tombstones.jwk import thumbprint
+from tombstones.models import LogHead, LogNode, SigningKey, Tombstone, TombstoneSalt
+from tombstones.services import TombstoneRequest, tombstone_issue, tombstones_issue_many
+
+from .factories import statement_make, tombstone_make
+
+pytestmark = pytest.mark.django_db
+
+
+def issue(tenant, statement, salts=None, tombstone_id=None):
+    with transaction.atomic():
+        return tombstone_issue(tombstone_id=tombstone_id or uuid.uuid4(), tenant_id=tenant.id, statement=statement,
+                               subject_salts=salts)
+
+
+def test_stored_payload_is_the_rfc8785_form_of_the_completed_statement(tenant, settings):
+    statement, salts = statement_make()
+    tombstone_id = uuid.uuid4()
+    issue(tenant, statement, salts, tombstone_id)
+    stored = Tombstone.objects.get(pk=tombstone_id)
+    expected = {**statement, "version": 1, "log_origin": settings.LEDGER_LOG_ORIGIN, "tombstone_id": str(tombstone_id)}
+    assert bytes(stored.payload) == rfc8785.dumps(expected)
+    assert stored.payload_type == PAYLOAD_TYPE
+    key = SigningKey.objects.get(pk=stored.key_id)
+    assert key.kid == thumbprint(bytes(key.public_key))
+
+
+def test_signature_covers_the_dsse_pae_of_the_stored_payload(tenant):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    tombstone = tombstone_make(tenant)
+    stored = Tombstone.objects.select_related("key").get(pk=tombstone.pk)
+    Ed25519PublicKey.from_public_bytes(bytes(stored.key.public_key)).verify(
+        bytes(stored.signature), pae(stored.payload_type, bytes(stored.payload)))
+
+
+def test_salts_are_stored_apart_and_never_in_the_signed_payload(tenant):
+    statement, salts = statement_make()
+    tombstone = issue(tenant, statement, salts)
+    payload = bytes(Tombstone.objects.get(pk=tombstone.pk).payload)
+    for salt in salts.values():
+        assert salt.encode() not in payload
+    assert dict(TombstoneSalt.objects.filter(tombstone=tombstone).values_list("record_id", "salt")) == salts
+
+
+def test_content_never_reaches_the_payload(tenant):
+    tombstone = tombstone_make(tenant, contents=["secret-content-7f3a"])
+    assert b"secret-content-7f3a" not in bytes(Tombstone.objects.get(pk=tombstone.pk).payload)
+
+
+def _set(statement, path, value):
+    target = statement
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+
+
+@pytest.mark.parametrize("path, value, field", [
+    (("execution", "records", 0, "score"), 0.5, "execution.records[0]"),
+    (("execution", "size"), 0.5, "execution.size"),
+    (("execution", "count"), 2**60, "execution.count"),
+    (("execution", "records", 0, "content"), "the data itself", "execution.records[0]"),
+    (("scope", "target", "content"), "the data itself", "statement.scope.target.content"),
+    (("execution", "records", 0, "commitment"), "not-hex", "execution.records[0].commitment"),
+    (("execution", "records", 0, "record_id"), 12, "execution.records[0].record_id"),
+    (("request", "authority"), "", "request.authority"),
+    (("time",), "yesterday", "time"),
+    (("time",), "2025-12-02T10:00:00", "time"),
+    (("tombstone_id",), "00000000-0000-0000-0000-000000000000", "tombstone_id"),
+    (("log_origin",), "another.log/x", "log_origin"),
+    (("version",), 2, "version"),
+    (("extra",), "field", "extra"),
+    (("propagation", "deferred", 0, "deadline"), "soon", "propagation.deferred[0].deadline"),
+    (("propagation", "derivatives", 0, "artifact_id"), 77, "propagation.derivatives[0].artifact_id"),
+])
+def test_statement_outside_the_schema_is_refused_before_anything_is_stored(tenant, path, value, field):
+    statement, salts = statement_make()
+    _set(statement, path, value)
+    with pytest.raises(TombstoneError) as caught:
+        issue(tenant, statement, salts)
+    assert caught.value.code == "statement_invalid"
+    assert caught.value.extra["field"] == field
+    assert caught.value.status_code == 400
+    assert not Tombstone.objects.exists() and not LogNode.objects.exists()
+
+
+@pytest.mark.parametrize("salts", [{"9999": "00" * 16}, {"1000": "short"}, {"1000": "zz" * 16}])
+def test_bad_subject_salts_are_refused(tenant, salts):
+    statement, _ = statement_make()
+    with pytest.raises(TombstoneError) as caught:
+        issue(tenant, statement, salts)
+    assert caught.value.code == "salts_invalid"
+
+
+def test_forget_rolled_back_after_issue_leaves_no_tombstone_and_no_log_entry(tenant):
+    statement, salts = statement_make()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        tombstone_issue(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement, subject_salts=salts)
+        raise RuntimeError("the forget's destructive statement failed")
+    assert not Tombstone.objects.exists()
+    assert not LogNode.objects.exists()
+    assert LogHead.objects.get(pk=1).size == 0
+
+
+def test_reissuing_the_same_statement_returns_the_stored_tombstone_not_a_second_entry(tenant):
+    statement, salts = statement_make()
+    tombstone_id = uuid.uuid4()
+    first = issue(tenant, statement, salts, tombstone_id)
+    again = issue(tenant, copy.deepcopy(statement), salts, tombstone_id)
+    assert again.pk == first.pk and again.leaf_index == first.leaf_index
+    assert Tombstone.objects.count() == 1 and LogHead.objects.get(pk=1).size == 1
+
+
+def test_reissuing_an_id_with_another_statement_is_a_conflict(tenant):
+    statement, salts = statement_make()
+    tombstone_id = uuid.uuid4()
+    issue(tenant, statement, salts, tombstone_id)
+    statement["execution"]["records"][0]["outcome"] = "hidden"
+    with pytest.raises(TombstoneError) as caught:
+        issue(tenant, statement, salts, tombstone_id)
+    assert (caught.value.code, caught.value.status_code) == ("tombstone_conflict", 409)
+    assert LogHead.objects.get(pk=1).size == 1
+
+
+def test_issue_outside_a_transaction_still_stores_and_logs_atomically(tenant):
+    statement, salts = statement_make()
+    tombstone = tombstone_issue(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement,
+                                subject_salts=salts)
+    assert Tombstone.objects.filter(pk=tombstone.pk, leaf_index=0).exists()
+
+
+def test_issue_many_appends_in_order_with_gapless_indices(tenant):
+    tombstone_make(tenant)
+    requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement_make()[0])
+                for _ in range(5)]
+    with transaction.atomic():
+        issued = tombstones_issue_many(requests=requests)
+    assert [t.leaf_index for t in issued] == [1, 2, 3, 4, 5]
+    assert list(Tombstone.objects.order_by("leaf_index").values_list("leaf_index", flat=True)) == list(range(6))
+
+
+def test_issue_is_a_constant_number_of_queries_whatever_the_log_size(tenant, django_assert_max_num_queries):
+    requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement_make()[0])
+                for _ in range(300)]
+    with transaction.atomic():
+        tombstones_issue_many(requests=requests)
+    statement, salts = statement_make()
+    # key, savepoint, head lock, nodes, head update, tombstone, salts, release (in the test's transaction)
+    with django_assert_max_num_queries(8):
+        tombstone_issue(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement, subject_salts=salts)
+
+
+def test_payload_decodes_to_the_statement_with_records_as_given(tenant):
+    statement, salts = statement_make()
+    tombstone = issue(tenant, statement, salts)
+    decoded = json.loads(base64.b64decode(base64.b64encode(bytes(tombstone.payload))))
+    assert decoded["execution"]["records"] == statement["execution"]["records"]
