@@ -149,6 +149,8 @@ LEDGER_EMBEDDER = env.str("LEDGER_EMBEDDER", default="memory.embedding.HashingEm
 LEDGER_COMPACTION_GRACE_DAYS = env.int("LEDGER_COMPACTION_GRACE_DAYS", default=30)
 # Days another agent has to acknowledge forgetting its copy (then the copy is a reported gap).
 LEDGER_FLEET_ACK_DAYS = env.int("LEDGER_FLEET_ACK_DAYS", default=7)
+# Records per transaction of the erasure workflow's execute step (dsr/services/workflow.py says why).
+LEDGER_EXECUTE_BATCH = env.int("LEDGER_EXECUTE_BATCH", default=500)
 # Largest record content accepted by the memory API (characters).
 LEDGER_MAX_CONTENT_CHARS = env.int("LEDGER_MAX_CONTENT_CHARS", default=64 * 1024)
 
@@ -174,3 +176,8 @@ LEDGER_LOG_ORIGIN = env.str("LEDGER_LOG_ORIGIN", default="forgetting-ledger.loca
 LEDGER_VERIFY_RATE_LIMIT = env.int("LEDGER_VERIFY_RATE_LIMIT", default=30)
 LEDGER_VERIFY_RATE_WINDOW = env.int("LEDGER_VERIFY_RATE_WINDOW", default=60)
 LEDGER_PUBLIC_API_RATE_LIMIT = env.int("LEDGER_PUBLIC_API_RATE_LIMIT", default=120)
+
+# --- dsr ---
+# Days to answer a subject request under a regulation other than GDPR and CCPA (and what its one
+# extension adds): dsr/deadlines.py.
+LEDGER_DSR_OTHER_DAYS = env.int("LEDGER_DSR_OTHER_DAYS", default=30)

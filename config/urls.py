@@ -10,6 +10,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/memory/", include("memory.urls")),
     path("api/v1/", include("retention.urls")),
+    path("api/v1/", include("dsr.urls")),
     path("", include("tombstones.urls")),
 ]
 

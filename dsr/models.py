@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Coalesce
 
 
 class RequestType(models.TextChoices):
@@ -41,6 +42,10 @@ class RequestStatus(models.TextChoices):
     CLOSED = "closed"
 
 
+# A request in one of these needs no more work: it leaves the due-date queues.
+DONE_STATUSES = [RequestStatus.COMPLETED.value, RequestStatus.REFUSED.value, RequestStatus.CLOSED.value]
+
+
 class SubjectRequest(models.Model):
     tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="subject_requests")
     subject = models.ForeignKey("memory.Subject", on_delete=models.PROTECT, related_name="requests")
@@ -50,8 +55,12 @@ class SubjectRequest(models.Model):
     # Where the subject is told the outcome (never shown on a public page).
     contact_email = models.EmailField(blank=True)
     received_at = models.DateTimeField()
+    # The original due date (dsr.deadlines), the one an extension replaces, and the date that holds now:
+    # a stored generated column, so the overdue queue is one indexed comparison and cannot drift.
     due_date = models.DateField()
     extended_due_date = models.DateField(null=True, blank=True)
+    effective_due_date = models.GeneratedField(expression=Coalesce("extended_due_date", "due_date"),
+                                               output_field=models.DateField(), db_persist=True)
     extension_reason = models.TextField(blank=True)
     extension_notified_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=20, choices=RequestStatus.choices, default=RequestStatus.RECEIVED)
@@ -73,17 +82,14 @@ class SubjectRequest(models.Model):
     class Meta:
         indexes = [
             # Overdue and soon-due queues: open requests by their effective due date.
-            models.Index(fields=["due_date"], name="request_open_due_idx",
-                         condition=~Q(status__in=["completed", "refused", "closed"])),
+            # dsr.selectors filter with the same `exclude(status__in=DONE_STATUSES)` so the planner uses it.
+            models.Index(fields=["effective_due_date"], name="request_open_effective_due_idx",
+                         condition=~Q(status__in=DONE_STATUSES)),
             models.Index(fields=["tenant", "status"], name="request_tenant_status_idx"),
         ]
 
     def __str__(self) -> str:
         return f"{self.get_type_display()} request {self.pk}"
-
-    @property
-    def effective_due_date(self):
-        return self.extended_due_date or self.due_date
 
 
 class RequestTransition(models.Model):

@@ -2,7 +2,7 @@
 
 A record carries its own lock (`retained_until`, `held`, `lock_protects_content`): machine-checkable
 metadata that the retention engine keeps in step with the retention table and the holds, and that the
-guard trigger (migration 0002) reads. Nothing here decides whether a forget is allowed: that is
+guard trigger (memory migration 0003) reads. Nothing here decides whether a forget is allowed: that is
 `memory.services.forget`, the one guarded path.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ from .jwk import format_time
 from .note import checkpoint_parse
 from .ratelimit import rate_limit_check
 from .selectors import consistency_proof_get, envelope_of, inclusion_proof_get, jwks_document, tombstone_get
-from .services import checkpoint_sign
+from .services import checkpoint_sign, keys_ensure
 
 MAX_INT_PARAM = 2**62
 
@@ -42,6 +42,7 @@ class PublicView(APIView):
 class KeySetView(PublicView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="Every tombstone and checkpoint key (JWKS)")
     def get(self, request):
+        keys_ensure()
         response = Response(jwks_document())
         response["Cache-Control"] = "public, max-age=60"
         return response

@@ -23,17 +23,20 @@ def b64encode(data: bytes) -> str:
 
 
 def b64decode(text: str) -> bytes:
-    """Strict standard base64 (DSSE also allows URL-safe; we accept both, without padding slack)."""
+    """Strict base64: standard or URL-safe (DSSE allows both), padding optional, and canonical: text that
+    decodes to the same bytes as another text (stray bits in the last character) is refused, so that a
+    changed character always changes what is verified."""
     if not isinstance(text, str):
         raise ValueError("expected a base64 string")
-    text = text.strip()
-    if "-" in text or "_" in text:
-        text = text.replace("-", "+").replace("_", "/")
+    text = text.strip().replace("-", "+").replace("_", "/")
     text += "=" * (-len(text) % 4)
     try:
-        return base64.b64decode(text, validate=True)
+        data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise ValueError("not valid base64") from None
+    if base64.b64encode(data).decode("ascii") != text:
+        raise ValueError("not canonical base64")
+    return data
 
 
 def envelope_build(*, payload: bytes, payload_type: str, keyid: str, signature: bytes) -> dict:

@@ -6,7 +6,7 @@ import uuid
 
 from django import forms
 
-from .verification import MAX_RECEIPT_BYTES
+from .receipt import MAX_RECEIPT_BYTES
 
 SALT = re.compile(r"[0-9a-fA-F]{32}")
 MAX_CONTENT_CHARS = 64 * 1024

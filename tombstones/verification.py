@@ -14,13 +14,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import merkle
-from .dsse import b64decode, pae
+from .dsse import pae
 from .jwk import PURPOSE_CHECKPOINT, PURPOSE_TOMBSTONE, PublicKey, format_time
 from .note import Checkpoint, NoteError, checkpoint_parse, checkpoint_signer
-
-RECEIPT_FORMAT = "forgetting-ledger-receipt/v1"
-MAX_RECEIPT_BYTES = 1024 * 1024
-MAX_PROOF_HASHES = 64
+from .receipt import Malformed, Receipt, hashes_parse, receipt_parse
 
 GENUINE = "genuine"
 # Stable codes, in the order they are checked: the first one that fails is the verdict.
@@ -42,10 +39,6 @@ REASONS = {
                                "the log's history was rewritten, or the proof comes from another tree.",
 }
 GENUINE_MESSAGE = "Genuine: signed by a published key and recorded in the log under a signed checkpoint."
-
-
-class Malformed(ValueError):
-    pass
 
 
 def commitment_of(content: str, salt_hex: str) -> str:
@@ -75,86 +68,6 @@ class Report:
 
     def as_dict(self) -> dict:
         return {"genuine": self.genuine, **asdict(self)}
-
-
-@dataclass
-class Receipt:
-    tombstone_id: str | None
-    payload_type: str
-    payload: bytes
-    keyid: str
-    signature: bytes
-    leaf_index: int | None
-    tree_size: int | None
-    proof: list[bytes]
-    checkpoint_text: str | None
-    salts: dict[str, str]
-    envelope: dict
-
-
-def _int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise Malformed(f"`{name}` must be a non-negative integer")
-    return value
-
-
-def _hashes(value: Any, name: str) -> list[bytes]:
-    if not isinstance(value, list) or len(value) > MAX_PROOF_HASHES:
-        raise Malformed(f"`{name}` must be a list of base64 hashes")
-    try:
-        hashes = [b64decode(item) for item in value]
-    except ValueError:
-        raise Malformed(f"`{name}` holds something that is not base64") from None
-    if any(len(h) != merkle.HASH_SIZE for h in hashes):
-        raise Malformed(f"every hash in `{name}` must be 32 bytes")
-    return hashes
-
-
-def receipt_parse(document: Any) -> Receipt:
-    """A receipt from its JSON text or decoded object. A bare DSSE envelope is a receipt without proof."""
-    if isinstance(document, (bytes, str)):
-        if len(document) > MAX_RECEIPT_BYTES:
-            raise Malformed("it is larger than a receipt can be")
-        try:
-            document = json.loads(document)
-        except (ValueError, UnicodeDecodeError):
-            raise Malformed("it is not JSON") from None
-    if not isinstance(document, dict):
-        raise Malformed("a receipt is a JSON object")
-    envelope = document.get("envelope", document if "payloadType" in document else None)
-    if not isinstance(envelope, dict):
-        raise Malformed("it has no `envelope`")
-    signatures = envelope.get("signatures")
-    if not isinstance(signatures, list) or len(signatures) != 1 or not isinstance(signatures[0], dict):
-        raise Malformed("the envelope must carry exactly one signature")
-    keyid, sig = signatures[0].get("keyid"), signatures[0].get("sig")
-    payload_type = envelope.get("payloadType")
-    if not isinstance(keyid, str) or not isinstance(payload_type, str):
-        raise Malformed("the envelope's `payloadType` and signature `keyid` must be strings")
-    try:
-        payload, signature = b64decode(envelope.get("payload")), b64decode(sig)
-    except ValueError:
-        raise Malformed("the envelope's payload or signature is not base64") from None
-    inclusion = document.get("inclusion")
-    if inclusion is not None and not isinstance(inclusion, dict):
-        raise Malformed("`inclusion` must be an object")
-    inclusion = inclusion or {}
-    checkpoint = document.get("checkpoint")
-    if checkpoint is not None and not isinstance(checkpoint, str):
-        raise Malformed("`checkpoint` must be the checkpoint's text")
-    salts = document.get("salts") or {}
-    if not isinstance(salts, dict) or not all(isinstance(v, str) for v in salts.values()):
-        raise Malformed("`salts` must map record ids to hex salts")
-    tombstone_id = document.get("tombstone_id")
-    if tombstone_id is not None and not isinstance(tombstone_id, str):
-        raise Malformed("`tombstone_id` must be a string")
-    return Receipt(
-        tombstone_id=tombstone_id, payload_type=payload_type, payload=payload, keyid=keyid, signature=signature,
-        leaf_index=_int(inclusion["leaf_index"], "leaf_index") if "leaf_index" in inclusion else None,
-        tree_size=_int(inclusion["tree_size"], "tree_size") if "tree_size" in inclusion else None,
-        proof=_hashes(inclusion.get("hashes", []), "hashes"), checkpoint_text=checkpoint, salts=salts,
-        envelope=envelope,
-    )
 
 
 def statement_summary(statement: dict, *, keyid: str) -> dict:
@@ -211,13 +124,6 @@ class _Fail(Exception):
         super().__init__(code)
 
 
-def _parse_checkpoint(text: str, what: str) -> tuple[Checkpoint, list]:
-    try:
-        return checkpoint_parse(text)
-    except NoteError as exc:
-        raise _Fail("malformed", detail=f"{what}: {exc}") from None
-
-
 def _checkpoint_verify(cp: Checkpoint, signatures: list, keys: dict[str, PublicKey]) -> PublicKey:
     signer, ok = checkpoint_signer(cp, signatures, [k for k in keys.values() if k.purpose == PURPOSE_CHECKPOINT])
     if signer is None:
@@ -249,7 +155,7 @@ class _Run:
         self.passed("key_published")
         signed = pae(r.payload_type, r.payload)
         if not key.verify(r.signature, signed):
-            if r.checkpoint_text and r.leaf_index is not None and not self._proof_holds(signed):
+            if r.checkpoint and r.leaf_index is not None and not self._proof_holds(signed):
                 raise _Fail("field_changed", detail="the statement matches neither its signature nor the entry "
                                                     "in the log")
             raise _Fail("signature_mismatch")
@@ -266,18 +172,15 @@ class _Run:
         return key
 
     def _proof_holds(self, signed: bytes) -> bool:
-        try:
-            cp, _ = checkpoint_parse(self.r.checkpoint_text)
-        except NoteError:
-            return False
+        cp = self.r.checkpoint
         return self.r.tree_size == cp.size and merkle.verify_inclusion(
             self.r.leaf_index, cp.size, merkle.leaf_hash(signed), self.r.proof, cp.root)
 
     def checkpoint(self) -> None:
-        if not self.r.checkpoint_text:
+        cp = self.r.checkpoint
+        if cp is None:
             raise _Fail("not_in_log", detail="the receipt carries no checkpoint")
-        cp, signatures = _parse_checkpoint(self.r.checkpoint_text, "the checkpoint")
-        _checkpoint_verify(cp, signatures, self.keys)
+        _checkpoint_verify(cp, self.r.checkpoint_signatures, self.keys)
         self.passed("checkpoint_signature")
         if cp.origin != self.statement.get("log_origin"):
             raise _Fail("wrong_log", origin=cp.origin[:200])
@@ -301,8 +204,7 @@ class _Run:
                         checkpoint_time=format_time(self.cp.time) or "no time")
         self.passed("key_not_compromised")
 
-    def consistency(self, other_text: str, proof: list[bytes]) -> None:
-        other, signatures = _parse_checkpoint(other_text, "the other checkpoint")
+    def consistency(self, other: Checkpoint, signatures: list, proof: list[bytes]) -> None:
         _checkpoint_verify(other, signatures, self.keys)
         cp = self.cp
         if other.origin != cp.origin:
@@ -325,17 +227,20 @@ def verify_receipt(document: Any, keys: dict[str, PublicKey], *, other_checkpoin
     """
     try:
         receipt = receipt_parse(document)
-        proof = _hashes(consistency_proof or [], "consistency proof")
+        proof = hashes_parse(consistency_proof or [], "consistency proof")
+        other = checkpoint_parse(other_checkpoint) if other_checkpoint is not None else None
     except Malformed as exc:
         return Report("malformed", REASONS["malformed"].format(detail=exc))
+    except NoteError as exc:
+        return Report("malformed", REASONS["malformed"].format(detail=f"the other checkpoint: {exc}"))
     run = _Run(receipt, keys)
     try:
         key = run.signature()
         run.checkpoint()
         run.inclusion()
         run.compromise(key)
-        if other_checkpoint is not None:
-            run.consistency(other_checkpoint, proof)
+        if other is not None:
+            run.consistency(*other, proof)
     except _Fail as failure:
         run.checks.append({"check": failure.code, "passed": False})
         return Report(failure.code, REASONS[failure.code].format(**failure.detail), run.checks)

@@ -1,8 +1,7 @@
 """Telling the subject: what was erased, what was kept and why (GDPR Art. 12(4)), with their receipts,
 the link to the public verification page, and the recipients of their data (Art. 19).
 
-The notice row is written first (an outbox) and marked sent once the mail backend took it: a crash in
-between sends it again rather than never.
+The notice is stored with what it said, and marked sent once the mail backend took it.
 """
 from __future__ import annotations
 
@@ -24,6 +23,9 @@ RIGHTS = ("You have the right to lodge a complaint with a supervisory authority 
 
 
 def step_notify(*, request_id: int):
+    """Compose (once), send and mark sent, all under the request's row lock: a second delivery of this
+    step waits, then finds the request notified. A crash after sending but before the commit sends
+    again on the next delivery: a subject told twice rather than never."""
     from dsr.services.workflow import StepResult
 
     with transaction.atomic():
@@ -32,16 +34,13 @@ def step_notify(*, request_id: int):
         if request is None or request.notified_at or request.status not in (
                 RequestStatus.COMPLETED, RequestStatus.PARTIALLY_COMPLETED):
             return StepResult(False, None)
-        notice = SubjectNotice.objects.filter(request=request, kind="outcome").first()
-        if notice is None:
-            notice = _notice_compose(request)
-    if notice.sent_at is None:
+        notice = SubjectNotice.objects.filter(request=request, kind="outcome").first() or _notice_compose(request)
         _send(request, notice)
-    with transaction.atomic():
-        SubjectNotice.objects.filter(pk=notice.pk, sent_at__isnull=True).update(sent_at=timezone.now())
-        SubjectRequest.objects.filter(pk=request.pk, notified_at__isnull=True).update(notified_at=timezone.now())
+        now = timezone.now()
+        SubjectNotice.objects.filter(pk=notice.pk).update(sent_at=now)
+        SubjectRequest.objects.filter(pk=request.pk).update(notified_at=now)
         history_add(request=request, action="subject_notified", actor="workflow",
-                    note=f"outcome sent to {'the subject' if notice.to else 'no address on file'}")
+                    note="outcome sent to the subject" if notice.to else "no address on file: outcome kept on record")
     return StepResult(True, None)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -41,7 +42,7 @@ from memory.services import ForgetTarget, erasure_confirm, records_forget, recor
 # Records per execute transaction: one forget (one tombstone) per decision per batch. Small enough that
 # a worker killed mid-batch loses little work and holds row locks briefly; large enough that the
 # per-batch signing and bookkeeping are amortized.
-EXECUTE_BATCH = 500
+EXECUTE_BATCH = settings.LEDGER_EXECUTE_BATCH
 WORKFLOW = "workflow"
 
 PLAN, EVALUATE, EXECUTE, CONFIRM, NOTIFY, DONE = "plan", "evaluate", "execute", "confirm", "notify", None

@@ -42,7 +42,9 @@ proves the triggers are still there at the end.
 """
 from django.db import migrations
 
-PROTECTED_COLUMNS = ["id", "tenant_id", "scope_id", "subject_id", "content_class_id", "created_at", "commitment", "salt"]
+# A locked row's identity and evidence: never updated while the lock lasts.
+PROTECTED_COLUMNS = ["id", "tenant_id", "scope_id", "subject_id", "content_class_id", "created_at", "commitment",
+                     "salt"]
 
 # --- PostgreSQL ---------------------------------------------------------------------------------
 
@@ -282,7 +284,8 @@ def _run(schema_editor, statements: list[str]) -> None:
 
 def _unsupported(schema_editor):
     # Fail closed: a database without the guard would let raw SQL destroy locked records.
-    return RuntimeError(f"the guard trigger exists for PostgreSQL and SQLite only, not {schema_editor.connection.vendor}")
+    vendor = schema_editor.connection.vendor
+    return RuntimeError(f"the guard trigger exists for PostgreSQL and SQLite only, not {vendor}")
 
 
 def guard_install(apps, schema_editor) -> None:

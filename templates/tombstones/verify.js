@@ -13,6 +13,7 @@
   const box = $("browser-verdict");
   const utf8 = new TextEncoder();
   const MAX_PROOF_HASHES = 64;
+  const RECEIPT_FORMAT = "forgetting-ledger-receipt/v1";
   const CHECKPOINT = "checkpoint";
   const TOMBSTONE = "tombstone";
 
@@ -41,6 +42,7 @@
     if (!/^[A-Za-z0-9+/]*={0,2}$/.test(t)) throw malformed("not valid base64");
     let binary;
     try { binary = atob(t); } catch (e) { throw malformed("not valid base64"); }
+    if (btoa(binary) !== t) throw malformed("not canonical base64");  // a changed character always counts
     return Uint8Array.from(binary, (c) => c.charCodeAt(0));
   }
   function b64url(bytes) {
@@ -184,17 +186,27 @@
     return out;
   }
   const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+  function fields(value, allowed, what) {
+    const unknown = Object.keys(value).filter((k) => !allowed.includes(k));
+    if (unknown.length) throw malformed(what + " has a field it should not have");
+  }
   function parseReceipt(doc) {
     if (!isObject(doc)) throw malformed("a receipt is a JSON object");
-    const envelope = "envelope" in doc ? doc.envelope : ("payloadType" in doc ? doc : null);
+    if ("payloadType" in doc && !("envelope" in doc)) doc = { envelope: doc };
+    fields(doc, ["format", "tombstone_id", "envelope", "inclusion", "checkpoint", "salts"], "the receipt");
+    if ("format" in doc && doc.format !== RECEIPT_FORMAT) throw malformed("its `format` is not " + RECEIPT_FORMAT);
+    const envelope = doc.envelope;
     if (!isObject(envelope)) throw malformed("it has no `envelope`");
+    fields(envelope, ["payloadType", "payload", "signatures"], "the envelope");
     const sigs = envelope.signatures;
     if (!Array.isArray(sigs) || sigs.length !== 1 || !isObject(sigs[0])) throw malformed("the envelope must carry exactly one signature");
+    fields(sigs[0], ["keyid", "sig"], "the signature");
     if (typeof sigs[0].keyid !== "string" || typeof envelope.payloadType !== "string") throw malformed("`payloadType` and `keyid` must be strings");
     const payload = b64decode(envelope.payload), signature = b64decode(sigs[0].sig);
     let inclusion = doc.inclusion;
     if (inclusion !== undefined && inclusion !== null && !isObject(inclusion)) throw malformed("`inclusion` must be an object");
     inclusion = inclusion || {};
+    fields(inclusion, ["leaf_index", "tree_size", "hashes"], "the inclusion proof");
     if (doc.checkpoint !== undefined && doc.checkpoint !== null && typeof doc.checkpoint !== "string") throw malformed("`checkpoint` must be text");
     if (doc.tombstone_id !== undefined && doc.tombstone_id !== null && typeof doc.tombstone_id !== "string") throw malformed("`tombstone_id` must be a string");
     return {

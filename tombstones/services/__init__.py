@@ -1,7 +1,7 @@
 """The tombstones app's writes. Other apps call `tombstone_issue` (inside a forget's transaction, before
 its first destructive statement) and `receipt_build` (for the data subject)."""
 from .issue import TombstoneRequest, tombstone_issue, tombstones_issue_many
-from .keys import key_current, key_mark_compromised, key_rotate, passphrase_get
+from .keys import key_current, key_mark_compromised, key_rotate, keys_ensure, passphrase_get
 from .log import checkpoint_sign, log_append
 from .receipts import receipt_build, receipt_complete, tombstone_verify
 
@@ -11,6 +11,7 @@ __all__ = [
     "key_current",
     "key_mark_compromised",
     "key_rotate",
+    "keys_ensure",
     "log_append",
     "passphrase_get",
     "receipt_build",

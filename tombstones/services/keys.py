@@ -116,6 +116,12 @@ def key_current(*, purpose: str) -> SigningKey:
         return SigningKey.objects.get(purpose=purpose, retired_at__isnull=True)
 
 
+def keys_ensure() -> None:
+    """Make sure a current key exists for every purpose, so that the published key set is complete."""
+    for purpose in KeyPurpose.values:
+        key_current(purpose=purpose)
+
+
 def key_rotate(*, purpose: str, actor: str) -> SigningKey:
     """Retire the current key for `purpose` (it keeps verifying what it signed) and make a new one."""
     if purpose not in KeyPurpose.values:

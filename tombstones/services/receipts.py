@@ -8,9 +8,9 @@ from typing import Any
 from ..dsse import b64encode
 from ..errors import TombstoneError
 from ..models import Checkpoint
-from ..note import NoteError, checkpoint_parse
 from ..selectors import consistency_proof_get, envelope_of, inclusion_proof_get, keys_published, tombstone_get
-from ..verification import REASONS, RECEIPT_FORMAT, Malformed, Receipt, Report, receipt_parse, verify_receipt
+from ..receipt import RECEIPT_FORMAT, Malformed, Receipt, receipt_parse
+from ..verification import REASONS, Report, verify_receipt
 from .log import checkpoint_sign
 
 
@@ -75,7 +75,7 @@ def receipt_complete(*, document: Any) -> Any:
         receipt = receipt_parse(document)
     except Malformed:
         return document
-    if receipt.checkpoint_text is not None or receipt.leaf_index is not None:
+    if receipt.checkpoint is not None or receipt.leaf_index is not None:
         return document
     stored = receipt_build(tombstone_id=_statement_id(receipt) or "", include_salts=False)
     return {**stored, "envelope": receipt.envelope, "salts": receipt.salts}
@@ -96,11 +96,8 @@ def tombstone_verify(*, document: Any, content: str | None = None, salt: str | N
     except TombstoneError:
         return Report("not_in_log", REASONS["not_in_log"].format(detail="this log holds no such tombstone"))
     latest = checkpoint_sign()
-    try:
-        size = checkpoint_parse(receipt.checkpoint_text or "")[0].size
-        proof = consistency_proof_get(first=size, second=latest.tree_size) if 0 < size <= latest.tree_size else []
-    except (NoteError, TombstoneError):
-        proof = []
+    size = receipt.checkpoint.size if receipt.checkpoint else 0
+    proof = consistency_proof_get(first=size, second=latest.tree_size) if 0 < size <= latest.tree_size else []
     report = verify_receipt(document, keys, other_checkpoint=latest.note, consistency_proof=[b64encode(h) for h in proof],
                             content=content, salt=salt)
     if report.code in ("field_changed", "signature_mismatch"):

@@ -1,0 +1,20 @@
+"""Settings for the test suite: the environment's defaults for tests, then the ordinary settings.
+
+The suite runs on PostgreSQL and a real Redis broker unless the environment says otherwise (the embedded
+SQLite default is for running the service; the SQLite guard and the embedded run have tests of their own).
+Each test session enqueues on a queue of its own, so that two runs on one machine never share work. The
+workers the tests start inherit this environment.
+"""
+import os
+import uuid
+from pathlib import Path
+
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/ledger")
+os.environ.setdefault("LEDGER_VAR_DIR", str(Path(__file__).resolve().parent.parent / "var" / "test"))
+os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/14")
+os.environ.setdefault("CELERY_TASK_DEFAULT_QUEUE", f"ledger-test-{uuid.uuid4().hex[:12]}")
+# A killed worker's message comes back after this many seconds: short, so the crash tests finish quickly.
+os.environ.setdefault("LEDGER_BROKER_VISIBILITY_TIMEOUT", "4")
+os.environ.setdefault("LEDGER_SIGNING_PASSPHRASE", "test-only-signing-passphrase")
+
+from config.settings import *  # noqa: E402,F401,F403

@@ -1,0 +1,108 @@
+"""The log: stored nodes give the RFC 9162 root and proofs; appends are serialized and O(log n)."""
+import threading
+import uuid
+
+import pytest
+from django.db import connection, transaction
+
+from tombstones import merkle
+from tombstones.dsse import pae
+from tombstones.models import LogHead, LogNode, Tombstone
+from tombstones.selectors import consistency_proof_get, inclusion_proof_get, log_root_at
+from tombstones.services import TombstoneRequest, log_append, tombstone_issue, tombstones_issue_many
+
+from .factories import TenantFactory, statement_make
+from .test_merkle import mth
+
+
+def leaves_in_log() -> list[bytes]:
+    return [pae(t.payload_type, bytes(t.payload)) for t in Tombstone.objects.order_by("leaf_index")]
+
+
+def issue_many(tenant, count: int) -> None:
+    requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement_make()[0])
+                for _ in range(count)]
+    with transaction.atomic():
+        tombstones_issue_many(requests=requests)
+
+
+@pytest.mark.django_db
+def test_head_root_and_every_stored_prefix_root_match_the_rfc_definition(tenant):
+    issue_many(tenant, 37)
+    leaves = leaves_in_log()
+    head = LogHead.objects.get(pk=1)
+    assert head.size == 37 and bytes(head.root) == mth(leaves)
+    for size in (1, 2, 3, 8, 16, 31, 37):
+        assert log_root_at(tree_size=size) == mth(leaves[:size])
+
+
+@pytest.mark.django_db
+def test_stored_nodes_are_about_two_per_entry(tenant):
+    issue_many(tenant, 64)
+    assert LogNode.objects.count() == 127  # a perfect tree of 64 leaves: every node once
+
+
+@pytest.mark.django_db
+def test_every_inclusion_and_consistency_proof_from_storage_verifies(tenant):
+    issue_many(tenant, 21)
+    leaves = leaves_in_log()
+    for size in range(1, 22):
+        root = mth(leaves[:size])
+        for index in range(size):
+            proof = inclusion_proof_get(leaf_index=index, tree_size=size)
+            assert merkle.verify_inclusion(index, size, merkle.leaf_hash(leaves[index]), proof, root)
+        for first in range(1, size + 1):
+            proof = consistency_proof_get(first=first, second=size)
+            assert merkle.verify_consistency(first, size, mth(leaves[:first]), root, proof)
+
+
+@pytest.mark.django_db
+def test_a_proof_reads_the_stored_nodes_in_one_query_and_rehashes_nothing(tenant, django_assert_num_queries):
+    issue_many(tenant, 300)
+    with django_assert_num_queries(2):  # the log size, then the nodes
+        inclusion_proof_get(leaf_index=123, tree_size=300)
+    with django_assert_num_queries(2):
+        consistency_proof_get(first=77, second=300)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_log_append_outside_a_transaction_is_refused():
+    with pytest.raises(RuntimeError):
+        log_append(leaf_hashes=[merkle.leaf_hash(b"x")])
+
+
+@pytest.mark.django_db
+def test_append_recreates_the_head_of_a_flushed_database(tenant):
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE tombstones_loghead DISABLE TRIGGER USER")
+        cursor.execute("DELETE FROM tombstones_loghead")
+        cursor.execute("ALTER TABLE tombstones_loghead ENABLE TRIGGER USER")
+    issue_many(tenant, 2)
+    assert LogHead.objects.get(pk=1).size == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_issues_get_gapless_unique_indices_and_one_consistent_tree():
+    tenant = TenantFactory()
+    errors = []
+
+    def worker():
+        try:
+            for _ in range(5):
+                statement, salts = statement_make()
+                with transaction.atomic():
+                    tombstone_issue(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement,
+                                    subject_salts=salts)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert list(Tombstone.objects.order_by("leaf_index").values_list("leaf_index", flat=True)) == list(range(30))
+    assert bytes(LogHead.objects.get(pk=1).root) == mth(leaves_in_log())

@@ -1,0 +1,130 @@
+"""Receipts, parsed strictly (pure: no Django).
+
+A receipt is what the data subject keeps: `{"format", "tombstone_id", "envelope" (DSSE), "inclusion"
+{"leaf_index", "tree_size", "hashes"}, "checkpoint" (signed note text), "salts" {record id: salt}}`.
+A bare DSSE envelope reads as a receipt without proof.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from . import merkle
+from .dsse import b64decode
+from .note import Checkpoint, NoteError, checkpoint_parse
+
+RECEIPT_FORMAT = "forgetting-ledger-receipt/v1"
+MAX_RECEIPT_BYTES = 1024 * 1024
+MAX_PROOF_HASHES = 64
+
+
+class Malformed(ValueError):
+    pass
+
+
+@dataclass
+class Receipt:
+    tombstone_id: str | None
+    payload_type: str
+    payload: bytes
+    keyid: str
+    signature: bytes
+    leaf_index: int | None
+    tree_size: int | None
+    proof: list[bytes]
+    checkpoint: Checkpoint | None
+    checkpoint_signatures: list[tuple[str, bytes, bytes]]
+    salts: dict[str, str]
+    envelope: dict
+
+
+def _int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise Malformed(f"`{name}` must be a non-negative integer")
+    return value
+
+
+def hashes_parse(value: Any, name: str) -> list[bytes]:
+    if not isinstance(value, list) or len(value) > MAX_PROOF_HASHES:
+        raise Malformed(f"`{name}` must be a list of base64 hashes")
+    try:
+        hashes = [b64decode(item) for item in value]
+    except ValueError:
+        raise Malformed(f"`{name}` holds something that is not base64") from None
+    if any(len(h) != merkle.HASH_SIZE for h in hashes):
+        raise Malformed(f"every hash in `{name}` must be 32 bytes")
+    return hashes
+
+
+RECEIPT_FIELDS = {"format", "tombstone_id", "envelope", "inclusion", "checkpoint", "salts"}
+ENVELOPE_FIELDS = {"payloadType", "payload", "signatures"}
+INCLUSION_FIELDS = {"leaf_index", "tree_size", "hashes"}
+
+
+def _fields(value: dict, allowed: set[str], what: str) -> None:
+    unknown = value.keys() - allowed
+    if unknown:
+        raise Malformed(f"{what} has a field it should not have: `{sorted(unknown)[0][:40]}`")
+
+
+def receipt_parse(document: Any) -> Receipt:
+    """A receipt from its JSON text or decoded object. A bare DSSE envelope is a receipt without proof.
+
+    Strict: an unknown field anywhere is refused, so that no change to a receipt goes unnoticed.
+    """
+    if isinstance(document, (bytes, str)):
+        if len(document) > MAX_RECEIPT_BYTES:
+            raise Malformed("it is larger than a receipt can be")
+        try:
+            document = json.loads(document)
+        except (ValueError, UnicodeDecodeError):
+            raise Malformed("it is not JSON") from None
+    if not isinstance(document, dict):
+        raise Malformed("a receipt is a JSON object")
+    if "payloadType" in document and "envelope" not in document:
+        document = {"envelope": document}
+    _fields(document, RECEIPT_FIELDS, "the receipt")
+    if document.get("format", RECEIPT_FORMAT) != RECEIPT_FORMAT:
+        raise Malformed(f"its `format` is not {RECEIPT_FORMAT}")
+    envelope = document.get("envelope")
+    if not isinstance(envelope, dict):
+        raise Malformed("it has no `envelope`")
+    _fields(envelope, ENVELOPE_FIELDS, "the envelope")
+    signatures = envelope.get("signatures")
+    if not isinstance(signatures, list) or len(signatures) != 1 or not isinstance(signatures[0], dict):
+        raise Malformed("the envelope must carry exactly one signature")
+    _fields(signatures[0], {"keyid", "sig"}, "the signature")
+    keyid, sig = signatures[0].get("keyid"), signatures[0].get("sig")
+    payload_type = envelope.get("payloadType")
+    if not isinstance(keyid, str) or not isinstance(payload_type, str):
+        raise Malformed("the envelope's `payloadType` and signature `keyid` must be strings")
+    try:
+        payload, signature = b64decode(envelope.get("payload")), b64decode(sig)
+    except ValueError:
+        raise Malformed("the envelope's payload or signature is not base64") from None
+    inclusion = document.get("inclusion")
+    if inclusion is not None and not isinstance(inclusion, dict):
+        raise Malformed("`inclusion` must be an object")
+    inclusion = inclusion or {}
+    _fields(inclusion, INCLUSION_FIELDS, "the inclusion proof")
+    checkpoint, checkpoint_signatures = None, []
+    if document.get("checkpoint") is not None:
+        try:
+            checkpoint, checkpoint_signatures = checkpoint_parse(document["checkpoint"])
+        except NoteError as exc:
+            raise Malformed(f"the checkpoint: {exc}") from None
+    salts = document.get("salts") or {}
+    if not isinstance(salts, dict) or not all(isinstance(v, str) for v in salts.values()):
+        raise Malformed("`salts` must map record ids to hex salts")
+    tombstone_id = document.get("tombstone_id")
+    if tombstone_id is not None and not isinstance(tombstone_id, str):
+        raise Malformed("`tombstone_id` must be a string")
+    return Receipt(
+        tombstone_id=tombstone_id, payload_type=payload_type, payload=payload, keyid=keyid, signature=signature,
+        leaf_index=_int(inclusion["leaf_index"], "leaf_index") if "leaf_index" in inclusion else None,
+        tree_size=_int(inclusion["tree_size"], "tree_size") if "tree_size" in inclusion else None,
+        proof=hashes_parse(inclusion.get("hashes", []), "hashes"), checkpoint=checkpoint,
+        checkpoint_signatures=checkpoint_signatures, salts=salts,
+        envelope=envelope,
+    )
