@@ -77,7 +77,7 @@ def hold_covered_records(hold: LegalHold):
     return records.filter(pk__in=HoldRecord.objects.filter(hold=hold).values("record_id"))
 
 
-class _Grant:
+class lock_grant:
     """Inside this block the guard trigger lets the lock be shortened (see LockRecomputeGrant)."""
 
     def __enter__(self):
@@ -98,7 +98,7 @@ def locks_recompute_for_classes(content_class_ids) -> int:
     """Recompute retained_until and lock_protects_content for every record of these classes."""
     changed = 0
     locks = class_locks(list(content_class_ids))
-    with _Grant():
+    with lock_grant():
         for cid, lock in locks.items():
             retained_until = Value(None) if lock.duration is None else _created_plus(lock.duration)
             changed += Record.objects.filter(content_class_id=cid).update(
@@ -109,7 +109,7 @@ def locks_recompute_for_classes(content_class_ids) -> int:
 
 def locks_recompute_for_hold(hold: LegalHold) -> int:
     """Recompute `held` for every record the hold covers (placing sets it, releasing may clear it)."""
-    with _Grant():
+    with lock_grant():
         return hold_covered_records(hold).update(held=active_holds_covering(OuterRef))
 
 

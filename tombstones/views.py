@@ -40,7 +40,7 @@ def _page(request, context: dict, status: int = 200) -> HttpResponse:
     context = {"reasons": {**REASONS, "genuine": GENUINE_MESSAGE}, **context}
     response = render(request, "tombstones/verify.html", context, status=status)
     response["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
-    response["Referrer-Policy"] = "no-referrer"
+    response["Referrer-Policy"] = "same-origin"  # "no-referrer" makes the form post Origin: null, which CSRF refuses
     response["Cache-Control"] = "no-store"
     return response
 

@@ -34,7 +34,8 @@ def step_notify(*, request_id: int):
         if request is None or request.notified_at or request.status not in (
                 RequestStatus.COMPLETED, RequestStatus.PARTIALLY_COMPLETED):
             return StepResult(False, None)
-        notice = SubjectNotice.objects.filter(request=request, kind="outcome").first() or _notice_compose(request)
+        notice = (SubjectNotice.objects.filter(request=request, kind__startswith="outcome", sent_at__isnull=True).first()
+                  or _notice_compose(request))
         _send(request, notice)
         now = timezone.now()
         SubjectNotice.objects.filter(pk=notice.pk).update(sent_at=now)
@@ -79,8 +80,9 @@ def _notice_compose(request: SubjectRequest) -> SubjectNotice:
         lines += [f"  {settings.LEDGER_PUBLIC_URL.rstrip('/')}/verify/?id={t}" for t in tombstone_ids]
         lines += ["The attached receipt holds the signed tombstones, their proofs of inclusion in our public log, and "
                   "the salts that let you show that a piece of your data was among what was erased. Keep it."]
+    earlier = SubjectNotice.objects.filter(request=request, kind__startswith="outcome").count()
     return SubjectNotice.objects.create(
-        request=request, kind="outcome", to=request.contact_email,
+        request=request, kind="outcome" if not earlier else f"outcome-{earlier + 1}", to=request.contact_email,
         subject_line=f"Your {request.get_type_display().lower()} request {request.pk}: "
                      f"{request.get_status_display().lower()}",
         body="\n".join(lines), receipt=receipt,
