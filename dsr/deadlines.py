@@ -1,6 +1,6 @@
 """Legal deadlines of subject requests: pure functions of the receipt time and the regulation.
 
-How each regulation is read here (README.md, "Subject requests", says the same for operators):
+How each regulation is read here:
 
 **Dates are UTC calendar dates.** A request is received at an aware instant; the day it was received is
 that instant's date in UTC, and due dates are UTC dates. One zone for every tenant keeps the overdue

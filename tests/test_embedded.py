@@ -22,6 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # A fresh machine migrates from scratch and starts a worker: generous, CI machines are slow.
 START_TIMEOUT = 180
 STOP_TIMEOUT = 60
+# What a fresh machine does not set (the test settings set some of these in this process's environment).
+EMBEDDED_UNSET = {"DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CELERY_TASK_DEFAULT_QUEUE",
+                  "CACHE_URL", "LEDGER_BROKER_VISIBILITY_TIMEOUT", "LEDGER_SIGNING_PASSPHRASE", "DJANGO_SETTINGS_MODULE"}
 
 
 def _free_port() -> int:
@@ -44,9 +47,8 @@ class Served:
     def __init__(self, var_dir: Path):
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CACHE_URL")}
-        env.update(LEDGER_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="config.settings", PYTHONUNBUFFERED="1")
+        env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_UNSET}
+        env.update(LEDGER_VAR_DIR=str(var_dir), PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "serve_embedded", "--port", str(self.port)],
             cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -6,6 +6,11 @@ separators=(",", ":"), ensure_ascii=False)` as long as every key is ASCII (RFC 8
 code units, Python by code points; the two orders agree on ASCII), and that is ~8× faster than the
 `rfc8785` package on a typical statement. Keys with non-ASCII characters go through `rfc8785.dumps`.
 `tests/tombstones/test_canonical.py` checks the two agree on generated documents.
+
+The domain check itself runs in C on the common path: serialize, parse back with hooks that refuse
+floats and large integers, and compare with the input (which catches non-string keys and other types
+JSON would coerce). Only when that fails, or the text is not pure ASCII, does the Python walk run: to
+name the offending path, or to find out whether every key is ASCII.
 """
 from __future__ import annotations
 
@@ -58,8 +63,33 @@ def _check(value: Any, path: str) -> bool:
     raise CanonicalizationError(path, f"values of type {type(value).__name__} are not JSON")
 
 
+class _OutOfDomain(ValueError):
+    pass
+
+
+def _refuse_float(text: str):
+    raise _OutOfDomain(text)
+
+
+def _safe_int(text: str) -> int:
+    value = int(text)
+    if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        raise _OutOfDomain(text)
+    return value
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical_json(value: Any) -> bytes:
     """The RFC 8785 serialization of `value`, as UTF-8 bytes."""
-    if _check(value, ""):
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    try:
+        text = _dumps(value)
+        if text.isascii() and json.loads(text, parse_float=_refuse_float, parse_int=_safe_int) == value:
+            return text.encode("ascii")
+    except (TypeError, ValueError):
+        pass
+    if _check(value, ""):  # raises CanonicalizationError with the path when out of the domain
+        return _dumps(value).encode("utf-8")
     return rfc8785.dumps(value)

@@ -15,7 +15,8 @@ from .dsse import b64decode
 from .note import Checkpoint, NoteError, checkpoint_parse
 
 RECEIPT_FORMAT = "forgetting-ledger-receipt/v1"
-MAX_RECEIPT_BYTES = 1024 * 1024
+# A forget of many subjects lists every record in one tombstone (~120 bytes each): 32 MB is ~250,000.
+MAX_RECEIPT_BYTES = 32 * 1024 * 1024
 MAX_PROOF_HASHES = 64
 
 

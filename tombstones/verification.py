@@ -38,6 +38,16 @@ REASONS = {
     "checkpoint_inconsistent": "The checkpoint is inconsistent with another checkpoint of this log ({detail}): "
                                "the log's history was rewritten, or the proof comes from another tree.",
 }
+# What each passed check established, in plain words (the page lists them).
+CHECKS = {
+    "key_published": "The signing key is among the published keys.",
+    "signature": "The signature matches the statement, byte for byte.",
+    "checkpoint_signature": "The checkpoint is signed by the log's published checkpoint key.",
+    "same_log": "The checkpoint belongs to the log the tombstone names.",
+    "inclusion": "The inclusion proof leads from the tombstone to the checkpoint's root hash.",
+    "key_not_compromised": "The signing key was not reported compromised before the checkpoint.",
+    "consistency": "The checkpoint is consistent with the log's other checkpoint.",
+}
 GENUINE_MESSAGE = "Genuine: signed by a published key and recorded in the log under a signed checkpoint."
 
 
@@ -96,7 +106,9 @@ def statement_summary(statement: dict, *, keyid: str) -> dict:
         "derivatives": len(derivatives),
         "derivatives_by_kind": dict(Counter(str(d.get("kind")) for d in derivatives)),
         "derivatives_by_outcome": dict(Counter(str(d.get("outcome")) for d in derivatives)),
-        "deferred_deadlines": sorted(str(d.get("deadline")) for d in deferred),
+        "deferred": len(deferred),
+        "deferred_deadlines": sorted(str(d["deadline"]) for d in deferred if d.get("deadline")),
+        "deferred_undated": sum(1 for d in deferred if not d.get("deadline")),
         "key_id": keyid,
         "log_origin": statement.get("log_origin"),
     }
@@ -145,7 +157,7 @@ class _Run:
         self.cp: Checkpoint | None = None
 
     def passed(self, name: str) -> None:
-        self.checks.append({"check": name, "passed": True})
+        self.checks.append({"check": name, "passed": True, "label": CHECKS[name]})
 
     def signature(self) -> PublicKey:
         r = self.r
@@ -242,7 +254,7 @@ def verify_receipt(document: Any, keys: dict[str, PublicKey], *, other_checkpoin
         if other is not None:
             run.consistency(*other, proof)
     except _Fail as failure:
-        run.checks.append({"check": failure.code, "passed": False})
+        run.checks.append({"check": failure.code, "passed": False, "label": "This check failed: see above."})
         return Report(failure.code, REASONS[failure.code].format(**failure.detail), run.checks)
     report = Report(GENUINE, GENUINE_MESSAGE, run.checks, statement_summary(run.statement, keyid=key.kid))
     report.summary.update(leaf_index=receipt.leaf_index, checkpoint_size=run.cp.size,

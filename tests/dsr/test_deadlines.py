@@ -1,20 +1,13 @@
 """Legal deadlines (dsr/deadlines.py): GDPR Art. 12(3) month arithmetic with month ends, leap years and the
 weekend move; CCPA's 45 calendar days; one extension, noticed within the first period."""
-import os
 from datetime import UTC, date, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from config.errors import ApplicationError
-from dsr import deadlines
 from dsr.deadlines import add_months, due_date, extended_due_date, extension_check
-
-# Hypothesis keeps a cache of constants even with no example database: under var/ (ignored), not the repo root.
-os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
-                      str(Path(__file__).resolve().parents[2] / "var" / "test" / "hypothesis"))
 
 NO_DB = settings(database=None, max_examples=500, deadline=None)
 

@@ -167,3 +167,16 @@ def test_payload_decodes_to_the_statement_with_records_as_given(tenant):
     tombstone = issue(tenant, statement, salts)
     decoded = json.loads(base64.b64decode(base64.b64encode(bytes(tombstone.payload))))
     assert decoded["execution"]["records"] == statement["execution"]["records"]
+
+
+def test_statement_in_the_shape_the_memory_forget_writes_is_accepted(tenant):
+    """Extra context (tenant id, handle), refusal reasons, held items without a deadline, a microsecond time."""
+    statement, salts = statement_make()
+    statement["scope"]["tenant_id"] = str(tenant.pk)
+    statement["execution"]["handle"] = "17"
+    statement["execution"]["records"][1].update(outcome="refused", reason="legal_hold")
+    statement["propagation"]["deferred"].append(
+        {"item": "record:1001", "action": "purge_content", "deadline": None, "awaiting": "legal_hold_release"})
+    statement["time"] = "2025-12-02T10:00:00.123456+00:00"
+    tombstone = issue(tenant, statement, {"1000": salts["1000"]})
+    assert json.loads(bytes(tombstone.payload))["propagation"]["deferred"][1]["deadline"] is None

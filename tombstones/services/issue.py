@@ -14,7 +14,11 @@ from ..errors import TombstoneError
 from ..models import KeyPurpose, Tombstone, TombstoneSalt
 from .keys import key_current, key_private
 from .log import log_append
+from .rows import rows_insert
 from .statement import salts_check, statement_bytes, statement_complete
+
+
+TOMBSTONE_COLUMNS = ["id", "tenant_id", "payload_type", "payload", "signature", "key_id", "leaf_index", "created_at"]
 
 
 @dataclass(frozen=True)
@@ -45,39 +49,42 @@ def tombstones_issue_many(*, requests: list[TombstoneRequest]) -> list[Tombstone
     key = key_current(purpose=KeyPurpose.TOMBSTONE)
     sign = key_private(key).sign
     now = timezone.now()
-    tombstones, salts, leaves = [], [], []
-    for request in requests:
+    signed_rows, salt_rows, leaves = [], [], []
+    for request in requests:  # validate, canonicalize and sign before taking the log's lock
         statement, records = statement_complete(tombstone_id=request.tombstone_id, statement=request.statement,
                                                 log_origin=origin)
         payload = statement_bytes(statement)
         signed = pae(PAYLOAD_TYPE, payload)
-        tombstone = Tombstone(id=request.tombstone_id, tenant_id=request.tenant_id, payload_type=PAYLOAD_TYPE,
-                              payload=payload, signature=sign(signed), key=key, created_at=now)
-        tombstones.append(tombstone)
+        signed_rows.append((request.tombstone_id, request.tenant_id, PAYLOAD_TYPE, payload, sign(signed), key.pk))
         leaves.append(merkle.leaf_hash(signed))
-        salts.extend(TombstoneSalt(tombstone=tombstone, record_id=record_id, salt=salt)
-                     for record_id, salt in salts_check(request.subject_salts, records).items())
+        salt_rows.extend((request.tombstone_id, record_id, salt)
+                         for record_id, salt in salts_check(request.subject_salts, records).items())
     try:
         with transaction.atomic():
             first = log_append(leaf_hashes=leaves)
-            for offset, tombstone in enumerate(tombstones):
-                tombstone.leaf_index = first + offset
-            Tombstone.objects.bulk_create(tombstones, batch_size=2000)
-            TombstoneSalt.objects.bulk_create(salts, batch_size=2000)
+            rows = [(*row, first + offset, now) for offset, row in enumerate(signed_rows)]
+            rows_insert(model=Tombstone, columns=TOMBSTONE_COLUMNS, rows=rows)
+            rows_insert(model=TombstoneSalt, columns=["tombstone_id", "record_id", "salt"], rows=salt_rows)
     except IntegrityError:
-        return _issued_already(tombstones)
-    return tombstones
+        return _issued_already([row[0] for row in signed_rows], [row[3] for row in signed_rows])
+    return [_tombstone(row, key) for row in rows]
 
 
-def _issued_already(tombstones: list[Tombstone]) -> list[Tombstone]:
+def _tombstone(row: tuple, key) -> Tombstone:
+    tombstone = Tombstone(**dict(zip(TOMBSTONE_COLUMNS, row)))
+    tombstone.key = key
+    return tombstone
+
+
+def _issued_already(ids: list[uuid.UUID], payloads: list[bytes]) -> list[Tombstone]:
     """After a duplicate id: the stored tombstones if every statement is the same, else `tombstone_conflict`."""
-    stored = Tombstone.objects.in_bulk([t.id for t in tombstones])
-    for tombstone in tombstones:
-        existing = stored.get(tombstone.id)
+    stored = Tombstone.objects.in_bulk(ids)
+    for tombstone_id, payload in zip(ids, payloads):
+        existing = stored.get(tombstone_id)
         if existing is None:
             raise TombstoneError("tombstone_conflict", "Another tombstone was being issued with one of these ids.",
                                  status_code=409)
-        if bytes(existing.payload) != tombstone.payload:
-            raise TombstoneError("tombstone_conflict", f"Tombstone {tombstone.id} exists with another statement.",
-                                 {"tombstone_id": str(tombstone.id)}, status_code=409)
-    return [stored[t.id] for t in tombstones]
+        if bytes(existing.payload) != payload:
+            raise TombstoneError("tombstone_conflict", f"Tombstone {tombstone_id} exists with another statement.",
+                                 {"tombstone_id": str(tombstone_id)}, status_code=409)
+    return [stored[tombstone_id] for tombstone_id in ids]

@@ -9,6 +9,7 @@ from .. import merkle
 from ..models import Checkpoint, KeyPurpose, LogHead, LogNode
 from ..note import checkpoint_body, note_sign
 from .keys import key_current, key_private
+from .rows import rows_insert
 
 
 def frontier_split(frontier: bytes) -> list[bytes]:
@@ -35,12 +36,12 @@ def log_append(*, leaf_hashes: list[bytes]) -> int:
     head = _head_locked()
     first = size = head.size
     frontier = frontier_split(bytes(head.frontier))
-    nodes: list[LogNode] = []
+    nodes: list[tuple[int, int, bytes]] = []
     for leaf in leaf_hashes:
         created, frontier = merkle.append(size, frontier, leaf)
-        nodes.extend(LogNode(level=level, node_index=index, hash=hash_) for level, index, hash_ in created)
+        nodes.extend(created)
         size += 1
-    LogNode.objects.bulk_create(nodes, batch_size=5000)
+    rows_insert(model=LogNode, columns=["level", "node_index", "hash"], rows=nodes)
     LogHead.objects.filter(pk=1).update(size=size, frontier=b"".join(frontier), root=merkle.fold(frontier),
                                         updated_at=timezone.now())
     return first

@@ -120,8 +120,8 @@ class Command(BaseCommand):
         self._signals += 1
 
     def _start(self, *, host: str, port: int, beat: bool) -> dict[str, subprocess.Popen]:
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONUNBUFFERED": "1",
-               "LEDGER_VAR_DIR": str(settings.VAR_DIR)}
+        # The same settings module and var dir as this process (manage.py set DJANGO_SETTINGS_MODULE).
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "LEDGER_VAR_DIR": str(settings.VAR_DIR)}
         base_dir = Path(settings.BASE_DIR)
         worker = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=info",
                   "--hostname=embedded@%h", "--without-gossip", "--without-mingle"]

@@ -1,0 +1,209 @@
+"""Signing and appending tombstones through the service against bare Ed25519 signing, in the same run;
+then an inclusion proof and an append when the log holds 1,000,000 entries.
+
+    .venv/bin/python bench/bench_tombstones.py
+    .venv/bin/python bench/bench_tombstones.py --count 2000 --log-size 200000   # a quicker run
+
+PostgreSQL only (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/ledger_bench_tombstones); the
+script works in a throwaway database named after it with a `test_` prefix (Django's test database:
+created, migrated, dropped at the end), because tombstones are permanent: the triggers refuse to delete them.
+
+1. The same N statements (3 records, 1 derivative, 1 deferred item: ~850 bytes canonical), three ways:
+   bare:    `Ed25519PrivateKey.sign()` over the DSSE PAE of the canonical bytes, computed beforehand;
+   service: `tombstone_issue()` once per statement, each in its own transaction (what one forget does):
+            validate, canonicalize (RFC 8785), sign, store the tombstone and the salts, append to the log;
+   batch:   `tombstones_issue_many()` over chunks of 1,000 statements, one transaction each (a sweep).
+   Rates in tombstones/s and each service path's ratio to bare signing (goal 0.5).
+2. The log grown to 1,000,000 entries (the leaves past the real ones are random hashes, and the tombstone
+   table gets matching minimal rows), written with COPY, then the timings of: an inclusion proof
+   (`inclusion_proof_get`, and `GET /api/v1/log/inclusion`), a consistency proof, and an append
+   (`tombstone_issue`, one transaction each) at that size: medians and 95th percentiles.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/ledger_bench_tombstones")
+os.environ.setdefault("LEDGER_SIGNING_PASSPHRASE", "bench-only passphrase")
+os.environ.setdefault("LEDGER_PUBLIC_API_RATE_LIMIT", "1000000")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.db import connection, transaction  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from memory.models import Tenant  # noqa: E402
+from tombstones import merkle  # noqa: E402
+from tombstones.canonical import canonical_json  # noqa: E402
+from tombstones.dsse import PAYLOAD_TYPE, pae  # noqa: E402
+from tombstones.models import KeyPurpose, LogHead  # noqa: E402
+from tombstones.selectors import consistency_proof_get, inclusion_proof_get  # noqa: E402
+from tombstones.services import TombstoneRequest, key_current, tombstone_issue, tombstones_issue_many  # noqa: E402
+from tombstones.services.keys import key_private  # noqa: E402
+from tombstones.services.log import frontier_split  # noqa: E402
+from tombstones.services.statement import statement_complete  # noqa: E402
+from tombstones.verification import commitment_of  # noqa: E402
+
+GOAL = 0.5
+BATCH = 1000  # statements per tombstones_issue_many call: one transaction, a few set-based inserts
+COPY_ROWS = 200_000  # rows per COPY chunk while growing the log
+
+
+def statement_make(n: int) -> tuple[dict, dict]:
+    salts = {str(n * 10 + i): os.urandom(16).hex() for i in range(3)}
+    records = [{"record_id": rid, "commitment": commitment_of(f"content {rid}", salt), "tier": "hot",
+                "outcome": "deleted"} for rid, salt in salts.items()]
+    statement = {
+        "request": {"actor": "agent:bench", "authority": "GDPR Art. 17", "reason": "subject request", "path": "api"},
+        "scope": {"target": {"subject": f"subject-{n}"}},
+        "execution": {"mode": "hard", "records": records, "path": "memory.forget"},
+        "propagation": {"derivatives": [{"artifact_id": str(n), "kind": "embedding", "outcome": "deleted"}],
+                        "deferred": [{"item": "archive copy", "deadline": "2026-03-01T00:00:00Z"}]},
+        "time": "2025-12-02T10:00:00Z",
+    }
+    return statement, salts
+
+
+def rate(count: int, seconds: float) -> float:
+    return count / seconds
+
+
+def part_signing(tenant: Tenant, count: int) -> None:
+    from django.conf import settings
+
+    items = [(uuid.uuid4(), *statement_make(n)) for n in range(count)]
+    key = key_current(purpose=KeyPurpose.TOMBSTONE)
+    private = key_private(key)
+    signed = [pae(PAYLOAD_TYPE, canonical_json(statement_complete(tombstone_id=tid, statement=st,
+                                                                  log_origin=settings.LEDGER_LOG_ORIGIN)[0]))
+              for tid, st, _ in items]
+    print(f"statement: {len(signed[0]) - len(PAYLOAD_TYPE) - 14} bytes canonical; {count:,} of them")
+
+    start = time.perf_counter()
+    for message in signed:
+        private.sign(message)
+    bare = rate(count, time.perf_counter() - start)
+
+    start = time.perf_counter()
+    for tid, statement, salts in items:
+        with transaction.atomic():
+            tombstone_issue(tombstone_id=tid, tenant_id=tenant.pk, statement=statement, subject_salts=salts)
+    single = rate(count, time.perf_counter() - start)
+
+    requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.pk, statement=st, subject_salts=salts)
+                for _, st, salts in items]
+    start = time.perf_counter()
+    for offset in range(0, count, BATCH):
+        with transaction.atomic():
+            tombstones_issue_many(requests=requests[offset:offset + BATCH])
+    batch = rate(count, time.perf_counter() - start)
+
+    print(f"  bare Ed25519 sign of the canonical PAE bytes: {bare:10,.0f} /s")
+    print(f"  tombstone_issue, one transaction each:        {single:10,.0f} /s   ratio {single / bare:.2f}")
+    print(f"  tombstones_issue_many, {BATCH:,} per transaction: {batch:10,.0f} /s   ratio {batch / bare:.2f}"
+          f"   (goal {GOAL})")
+
+
+def log_grow(tenant: Tenant, size: int) -> None:
+    """Append random leaves until the log holds `size` entries: the same append algorithm, COPY instead of INSERT."""
+    head = LogHead.objects.get(pk=1)
+    start_size, frontier = head.size, frontier_split(bytes(head.frontier))
+    key_id = key_current(purpose=KeyPurpose.TOMBSTONE).pk
+    now = timezone.now()
+    started = time.perf_counter()
+    raw = connection.connection
+    with transaction.atomic():
+        for chunk_start in range(start_size, size, COPY_ROWS):
+            nodes, tombstones = [], []
+            for index in range(chunk_start, min(size, chunk_start + COPY_ROWS)):
+                created, frontier = merkle.append(index, frontier, merkle.leaf_hash(os.urandom(32)))
+                nodes.extend(created)
+                tombstones.append((uuid.uuid4(), tenant.pk, PAYLOAD_TYPE, b"{}", b"\0" * 64, key_id, index, now))
+            with raw.cursor() as cursor:
+                with cursor.copy("COPY tombstones_lognode (level, node_index, hash) FROM STDIN") as copy:
+                    for row in nodes:
+                        copy.write_row(row)
+                with cursor.copy("COPY tombstones_tombstone (id, tenant_id, payload_type, payload, signature, key_id, "
+                                 "leaf_index, created_at) FROM STDIN") as copy:
+                    for row in tombstones:
+                        copy.write_row(row)
+        LogHead.objects.filter(pk=1).update(size=size, frontier=b"".join(frontier), root=merkle.fold(frontier))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE tombstones_lognode")
+        cursor.execute("ANALYZE tombstones_tombstone")
+    print(f"log grown from {start_size:,} to {size:,} entries in {time.perf_counter() - started:.1f} s (COPY)")
+
+
+def timed(function, runs: int) -> tuple[float, float]:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        function()
+        samples.append((time.perf_counter() - start) * 1000)
+    samples.sort()
+    return statistics.median(samples), samples[int(len(samples) * 0.95) - 1]
+
+
+def part_large_log(tenant: Tenant, size: int, runs: int) -> None:
+    log_grow(tenant, size)
+    client = Client()
+    rng = random.Random(7)
+
+    def inclusion():
+        inclusion_proof_get(leaf_index=rng.randrange(size), tree_size=size)
+
+    def inclusion_http():
+        response = client.get("/api/v1/log/inclusion", {"leaf_index": rng.randrange(size), "tree_size": size})
+        assert response.status_code == 200, response.content
+
+    def consistency():
+        consistency_proof_get(first=rng.randrange(1, size), second=size)
+
+    def append():
+        statement, salts = statement_make(rng.randrange(10**9))
+        with transaction.atomic():
+            tombstone_issue(tombstone_id=uuid.uuid4(), tenant_id=tenant.pk, statement=statement, subject_salts=salts)
+
+    print(f"at {size:,} entries ({runs} runs each; median / p95):")
+    for name, function in [("inclusion proof (selector)", inclusion), ("inclusion proof (GET /api/v1/log/inclusion)",
+                           inclusion_http), ("consistency proof (selector)", consistency),
+                           ("append: tombstone_issue, own transaction", append)]:
+        median, p95 = timed(function, runs)
+        print(f"  {name:45} {median:7.2f} ms / {p95:7.2f} ms")
+    head = LogHead.objects.get(pk=1)
+    assert merkle.fold(frontier_split(bytes(head.frontier))) == bytes(head.root)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=10_000, help="tombstones per way of issuing (default 10,000)")
+    parser.add_argument("--log-size", type=int, default=1_000_000, help="entries for part 2 (default 1,000,000)")
+    parser.add_argument("--runs", type=int, default=200, help="timed runs per operation in part 2")
+    args = parser.parse_args()
+    if connection.vendor != "postgresql":
+        sys.exit("this benchmark needs PostgreSQL (DATABASE_URL)")
+    old_name = connection.settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    try:
+        tenant = Tenant.objects.create(name="bench")
+        part_signing(tenant, args.count)
+        part_large_log(tenant, args.log_size, args.runs)
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+if __name__ == "__main__":
+    main()
