@@ -12,7 +12,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api import StrictCharField, StrictSerializer, role_required
-from dsr import selectors, services
+from dsr import errors, selectors, services
+from dsr.services import workflow
 from dsr.models import Channel, ConflictStatus, Regulation, RequestStatus, RequestTransition, RequestType
 
 OperatorOnly = role_required("operator")
@@ -217,3 +218,36 @@ class ExtendView(_RequestActionView):
 
     def act(self, subject_request, actor, *, reason):
         return services.request_extend(request=subject_request, actor=actor, reason=reason)
+
+
+class EmptyIn(StrictSerializer):
+    """No fields: an action with nothing to say."""
+
+
+class StartView(_RequestActionView):
+    """Start the erasure (or access, restriction) workflow of a verified request; it runs on a worker."""
+
+    body_class = EmptyIn
+
+    @extend_schema(request=None, responses={200: RequestOut})
+    def post(self, request, request_id: int):
+        return super().post(request, request_id)
+
+    def act(self, subject_request, actor):
+        return workflow.workflow_start(request=subject_request, actor=actor)
+
+
+class ExportView(APIView):
+    """The JSON export of an access request: the subject's live data, never forgotten data."""
+
+    permission_classes = [Readers]
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, request_id: int):
+        subject_request = selectors.request_get(tenant=request.auth.tenant, request_id=request_id)
+        if subject_request.export is None:
+            raise errors.RequestError("no_export", "This request has no export (not an access request, or not ready).",
+                                      status_code=status.HTTP_404_NOT_FOUND)
+        response = Response(subject_request.export)
+        response["Content-Disposition"] = f'attachment; filename="access-request-{subject_request.pk}.json"'
+        return response

@@ -318,3 +318,22 @@ def test_only_operators_act_and_agents_cannot_read(agent, auditor_and_legal, cli
     assert agent.get(f"/api/v1/requests/{mine.pk}").status_code == 403
     assert client.get(f"/api/v1/requests/{mine.pk}").json()["code"] == "not_authenticated"
     assert snapshot() == before
+
+
+def test_start_runs_only_after_verification_and_enqueues_after_commit(db, api_client_for, django_capture_on_commit_callbacks):
+    operator = api_client_for("acme", "operator")
+    created = operator.post("/api/v1/requests", {"subject": "s-start", "type": "access", "regulation": "gdpr",
+                                                 "channel": "email"}, format="json").json()
+    refused = operator.post(f"/api/v1/requests/{created['id']}/start", format="json")
+    assert (refused.status_code, refused.json()["code"]) == (409, "not_verified")
+    operator.post(f"/api/v1/requests/{created['id']}/verify-identity", {"method": "passport"}, format="json")
+
+    with django_capture_on_commit_callbacks() as enqueued:
+        started = operator.post(f"/api/v1/requests/{created['id']}/start", format="json")
+
+    assert started.status_code == 200 and len(enqueued) == 1
+    assert started.json()["history"][-1]["action"] == "workflow_started"
+    missing = operator.get(f"/api/v1/requests/{created['id']}/export")
+    assert (missing.status_code, missing.json()["code"]) == (404, "no_export")
+    bad = operator.post(f"/api/v1/requests/{created['id']}/start", {"now": True}, format="json")
+    assert bad.status_code == 400

@@ -16,6 +16,7 @@ def rows_insert(*, model, columns: list[str], rows: list[tuple]) -> None:
         model.objects.bulk_create([model(**dict(zip(columns, row))) for row in rows], batch_size=500)
         return
     names = ", ".join(connection.ops.quote_name(model._meta.get_field(c).column) for c in columns)
-    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {model._meta.db_table} ({names}) FROM STDIN") as copy:
-        for row in rows:
+    sql = f"COPY {model._meta.db_table} ({names}) FROM STDIN"
+    with connection.wrap_database_errors, connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        for row in rows:  # driver errors surface as Django's (IntegrityError on a duplicate id)
             copy.write_row(row)
