@@ -103,6 +103,13 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Forgetting Ledger API",
     "DESCRIPTION": "Governed agent memory, retention mandates, subject requests and signed tombstones.",
     "VERSION": "1",
+    "ENUM_NAME_OVERRIDES": {
+        "ArtifactKindEnum": "memory.models.ArtifactKind",
+        "RuleKindEnum": "retention.models.RuleKind",
+        "ForgetModeEnum": "memory.models.ForgetMode",
+        "RuleModeEnum": "retention.models.RuleMode",
+        "RequestTypeEnum": "dsr.models.RequestType",
+    },
 }
 
 # Celery. The embedded default is Kombu's filesystem transport: a real broker protocol, no server.

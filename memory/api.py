@@ -142,7 +142,9 @@ class SearchView(APIView):
 
     @extend_schema(parameters=[OpenApiParameter("q", str, required=True),
                                OpenApiParameter("mode", str, enum=["keyword", "similar"]),
-                               OpenApiParameter("limit", int)])
+                               OpenApiParameter("limit", int)],
+                   responses={200: inline_serializer("SearchOut", {"results": serializers.ListField(
+                       child=serializers.DictField())})})
     def get(self, request):
         params = _Query(request.query_params)
         tenant, q, limit = _tenant_of(request), params.str("q"), params.int("limit", 10)
@@ -194,7 +196,15 @@ class ConfirmIn(StrictSerializer):
 class ConfirmErasureView(APIView):
     permission_classes = [AgentOnly]
 
-    @extend_schema(request=ConfirmIn)
+    @extend_schema(request=ConfirmIn, responses={200: inline_serializer("ConfirmOut", {
+        "erased": serializers.BooleanField(),
+        "handle": serializers.DictField(),
+        "evidence": serializers.ListField(child=serializers.DictField()),
+        "not_covered": serializers.ListField(child=serializers.DictField()),
+    }), 409: inline_serializer("ConfirmGapsOut", {
+        "code": serializers.CharField(), "detail": serializers.CharField(), "erased": serializers.BooleanField(),
+        "gaps": serializers.ListField(child=serializers.DictField()),
+    })})
     def post(self, request):
         body = ConfirmIn(data=request.data)
         body.is_valid(raise_exception=True)

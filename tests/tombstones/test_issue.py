@@ -151,14 +151,15 @@ def test_issue_many_appends_in_order_with_gapless_indices(tenant):
     assert list(Tombstone.objects.order_by("leaf_index").values_list("leaf_index", flat=True)) == list(range(6))
 
 
-def test_issue_is_a_constant_number_of_queries_whatever_the_log_size(tenant, django_assert_max_num_queries):
+def test_issue_is_a_constant_number_of_queries_whatever_the_log_size(tenant, django_assert_num_queries):
     requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement_make()[0])
                 for _ in range(300)]
     with transaction.atomic():
         tombstones_issue_many(requests=requests)
     statement, salts = statement_make()
-    # key, savepoint, head lock, nodes, head update, tombstone, salts, release (in the test's transaction)
-    with django_assert_max_num_queries(8):
+    # key, savepoint, head lock, head update, release; plus three COPYs (nodes, tombstone, salts) that
+    # Django's query capture does not see
+    with django_assert_num_queries(5):
         tombstone_issue(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement, subject_salts=salts)
 
 
