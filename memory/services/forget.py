@@ -106,12 +106,16 @@ def records_forget(
     authority: str = "",
     path: str = "api",
     derivatives_mode: str | None = None,
+    closes: list[dict] | None = None,
 ) -> ForgetResult:
     """Decide and perform a forget of the target's records; the only function that destroys records.
 
     `derivatives_mode` is what happens to the artifacts derived from the records acted on (by default
     the forget's own mode): an erasure workflow hides a locked record but erases its copies, which no
     mandate covers.
+    `closes` names the deferred items of earlier tombstones that this forget completes (a sweep purging
+    hidden records, a deferred erasure): `[{"tombstone_id": str, "handle": str, "items": ["record:12"]}]`,
+    signed into the statement as `propagation.closes`.
     """
     derivatives_mode = derivatives_mode or mode
     if mode not in ForgetMode.values or derivatives_mode not in ForgetMode.values:
@@ -122,7 +126,8 @@ def records_forget(
         try:
             with transaction.atomic():
                 return _forget_once(tenant=tenant, target=target, mode=mode, actor=actor, reason=reason,
-                                    authority=authority, path=path, derivatives_mode=derivatives_mode)
+                                    authority=authority, path=path, derivatives_mode=derivatives_mode,
+                                    closes=closes)
         except _RowsChanged:
             if attempt == MAX_ATTEMPTS - 1:
                 raise errors.conflict("concurrent_change", "The records' locks kept changing during the forget; "
@@ -135,7 +140,7 @@ def records_forget(
 def _guard_error(exc: DatabaseError) -> Exception:
     """Map the guard trigger's refusal to its stable code; anything else is a real failure."""
     text = str(exc)
-    for code in ("legal_hold", "retention_lock"):
+    for code in ("legal_hold", "retention_lock", "redaction_final"):
         if f"{code}:" in text:
             return errors.conflict(code, "The database guard refused to destroy a locked record; "
                                    "nothing was changed.", guard="database_trigger")
@@ -158,7 +163,8 @@ def records_refusals(*, tenant: Tenant, record_ids: list[int], mode: str) -> dic
     return _refusal_reasons(tenant, [r for r in rows if _decide(r, mode, now) == "refused"], mode, now)
 
 
-def _forget_once(*, tenant, target, mode, actor, reason, authority, path, derivatives_mode) -> ForgetResult:
+def _forget_once(*, tenant, target, mode, actor, reason, authority, path, derivatives_mode,
+                 closes=None) -> ForgetResult:
     now = timezone.now()
     rows = _rows(target.records(tenant))
     decided = {row.pk: _decide(row, mode, now) for row in rows}
@@ -183,7 +189,7 @@ def _forget_once(*, tenant, target, mode, actor, reason, authority, path, deriva
                                  mode=derivatives_mode, event=event, now=now)
         issued = _tombstone_issue(tenant=tenant, event=event, rows=rows, decided=decided, refusals=refusals,
                                   artifacts=artifacts, derivatives_mode=derivatives_mode, deferred=deferred,
-                                  authority=authority, now=now)
+                                  authority=authority, now=now, closes=closes)
     _execute(tenant=tenant, mode=mode, acted=acted, artifact_ids=[a.pk for a in artifacts],
              derivatives_mode=derivatives_mode, event=event, now=now)
     return ForgetResult(event=event, status=status, results=results, erasure_pending=bool(acted),
@@ -301,7 +307,7 @@ def _outcomes_by_kind(results: list[dict]) -> dict:
 
 
 def _tombstone_issue(*, tenant, event, rows, decided, refusals, artifacts, derivatives_mode, deferred, authority,
-                     now):
+                     now, closes=None):
     from tombstones.services import tombstone_issue
 
     deferred = list(deferred)
@@ -330,6 +336,7 @@ def _tombstone_issue(*, tenant, event, rows, decided, refusals, artifacts, deriv
             "derivatives": [{"artifact_id": str(a.pk), "kind": a.kind, "outcome": OUTCOME[derivatives_mode]}
                             for a in artifacts],
             "deferred": deferred,
+            **({"closes": closes} if closes else {}),
         },
         "time": now.isoformat(),
     }
