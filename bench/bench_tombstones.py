@@ -17,7 +17,8 @@ created, migrated, dropped at the end), because tombstones are permanent: the tr
 2. The log grown to 1,000,000 entries (the leaves past the real ones are random hashes, and the tombstone
    table gets matching minimal rows), written with COPY, then the timings of: an inclusion proof
    (`inclusion_proof_get`, and `GET /api/v1/log/inclusion`), a consistency proof, and an append
-   (`tombstone_issue`, one transaction each) at that size: medians and 95th percentiles.
+   (`tombstone_issue`, one transaction each), at that size and, for comparison, at the size part 1 left
+   (2 × N entries): medians and 95th percentiles.
 """
 from __future__ import annotations
 
@@ -87,15 +88,18 @@ def part_signing(tenant: Tenant, count: int) -> None:
     items = [(uuid.uuid4(), *statement_make(n)) for n in range(count)]
     key = key_current(purpose=KeyPurpose.TOMBSTONE)
     private = key_private(key)
+    start = time.perf_counter()
     signed = [pae(PAYLOAD_TYPE, canonical_json(statement_complete(tombstone_id=tid, statement=st,
                                                                   log_origin=settings.LEDGER_LOG_ORIGIN)[0]))
               for tid, st, _ in items]
+    prepare = time.perf_counter() - start
     print(f"statement: {len(signed[0]) - len(PAYLOAD_TYPE) - 14} bytes canonical; {count:,} of them")
 
     start = time.perf_counter()
     for message in signed:
         private.sign(message)
-    bare = rate(count, time.perf_counter() - start)
+    sign_seconds = time.perf_counter() - start
+    bare = rate(count, sign_seconds)
 
     start = time.perf_counter()
     for tid, statement, salts in items:
@@ -109,12 +113,16 @@ def part_signing(tenant: Tenant, count: int) -> None:
     for offset in range(0, count, BATCH):
         with transaction.atomic():
             tombstones_issue_many(requests=requests[offset:offset + BATCH])
-    batch = rate(count, time.perf_counter() - start)
+    batch_seconds = time.perf_counter() - start
+    batch = rate(count, batch_seconds)
 
     print(f"  bare Ed25519 sign of the canonical PAE bytes: {bare:10,.0f} /s")
     print(f"  tombstone_issue, one transaction each:        {single:10,.0f} /s   ratio {single / bare:.2f}")
     print(f"  tombstones_issue_many, {BATCH:,} per transaction: {batch:10,.0f} /s   ratio {batch / bare:.2f}"
           f"   (goal {GOAL})")
+    per = [1e6 * x / count for x in (sign_seconds, prepare, batch_seconds - sign_seconds - prepare)]
+    print(f"  where a batched tombstone's {1e6 * batch_seconds / count:.0f} µs go: signing {per[0]:.0f}, validating and "
+          f"canonicalizing {per[1]:.0f}, storing and appending (PostgreSQL, commit included) {per[2]:.0f}")
 
 
 def log_grow(tenant: Tenant, size: int) -> None:
@@ -158,7 +166,17 @@ def timed(function, runs: int) -> tuple[float, float]:
 
 
 def part_large_log(tenant: Tenant, size: int, runs: int) -> None:
+    small = LogHead.objects.get(pk=1).size
+    before = log_timings(tenant, small, runs)
     log_grow(tenant, size)
+    after = log_timings(tenant, size, runs)
+    print(f"{runs} runs each; median / p95, in ms:{'':14}at {small:,} entries{'':6}at {size:,} entries")
+    for name in before:
+        print(f"  {name:45} {before[name][0]:6.2f} / {before[name][1]:6.2f}{'':8}{after[name][0]:6.2f} / "
+              f"{after[name][1]:6.2f}")
+
+
+def log_timings(tenant: Tenant, size: int, runs: int) -> dict[str, tuple[float, float]]:
     client = Client()
     rng = random.Random(7)
 
@@ -177,14 +195,12 @@ def part_large_log(tenant: Tenant, size: int, runs: int) -> None:
         with transaction.atomic():
             tombstone_issue(tombstone_id=uuid.uuid4(), tenant_id=tenant.pk, statement=statement, subject_salts=salts)
 
-    print(f"at {size:,} entries ({runs} runs each; median / p95):")
-    for name, function in [("inclusion proof (selector)", inclusion), ("inclusion proof (GET /api/v1/log/inclusion)",
-                           inclusion_http), ("consistency proof (selector)", consistency),
-                           ("append: tombstone_issue, own transaction", append)]:
-        median, p95 = timed(function, runs)
-        print(f"  {name:45} {median:7.2f} ms / {p95:7.2f} ms")
+    timings = {name: timed(function, runs) for name, function in [
+        ("inclusion proof (selector)", inclusion), ("inclusion proof (GET /api/v1/log/inclusion)", inclusion_http),
+        ("consistency proof (selector)", consistency), ("append: tombstone_issue, own transaction", append)]}
     head = LogHead.objects.get(pk=1)
     assert merkle.fold(frontier_split(bytes(head.frontier))) == bytes(head.root)
+    return timings
 
 
 def main() -> None:

@@ -158,6 +158,14 @@ LEDGER_COMPACTION_GRACE_DAYS = env.int("LEDGER_COMPACTION_GRACE_DAYS", default=3
 LEDGER_FLEET_ACK_DAYS = env.int("LEDGER_FLEET_ACK_DAYS", default=7)
 # Records per transaction of the erasure workflow's execute step (dsr/services/workflow.py says why).
 LEDGER_EXECUTE_BATCH = env.int("LEDGER_EXECUTE_BATCH", default=500)
+# Sweeps (memory.sweeps, dsr.services.deferred): records per batch of compaction and pact-TTL expiry (one
+# claim, one forget and one tombstone per tenant per batch); a run whose last batch is older than
+# LEDGER_SWEEP_STALE_SECONDS lost its worker, and the next run of its kind takes over.
+LEDGER_SWEEP_BATCH = env.int("LEDGER_SWEEP_BATCH", default=5000)
+LEDGER_SWEEP_STALE_SECONDS = env.int("LEDGER_SWEEP_STALE_SECONDS", default=900)
+# The coverage audit (retention.audit) reports a record kept past its time or an erasure overdue only
+# once it is this many hours late: the sweeps run on a schedule, not at the second a lock ends.
+LEDGER_AUDIT_TOLERANCE_HOURS = env.int("LEDGER_AUDIT_TOLERANCE_HOURS", default=24)
 # Largest record content accepted by the memory API (characters).
 LEDGER_MAX_CONTENT_CHARS = env.int("LEDGER_MAX_CONTENT_CHARS", default=64 * 1024)
 

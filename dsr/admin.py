@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from config.admin_pages import act_page, page_render
 from config.errors import ApplicationError
@@ -37,6 +38,10 @@ from dsr.services.states import OPEN
 from dsr.services.workflow import workflow_start
 
 MEDIA_CSS = {"all": ["ledger/admin.css"]}
+
+admin.site.site_header = "Forgetting Ledger"
+admin.site.site_title = "Forgetting Ledger"
+admin.site.index_title = "The work at a glance"
 
 
 def actor_of(request) -> str:
@@ -94,7 +99,7 @@ def countdown_html(obj: SubjectRequest):
         return format_html('<span class="ledger-countdown overdue" data-days="{}">overdue by {} day{}</span>',
                            days, -days, "" if days == -1 else "s")
     if days == 0:
-        return format_html('<span class="ledger-countdown overdue" data-days="0">due today</span>')
+        return mark_safe('<span class="ledger-countdown overdue" data-days="0">due today</span>')
     return format_html('<span class="ledger-countdown {}" data-days="{}">{} day{} left</span>',
                        "soon" if days <= SOON_DAYS else "later", days, days, "" if days == 1 else "s")
 
@@ -139,8 +144,8 @@ class ConflictDecisionForm(forms.Form):
 
 @admin.register(SubjectRequest)
 class SubjectRequestAdmin(admin.ModelAdmin):
-    list_display = ["id", "countdown", "effective_due_date", "status", "type", "regulation", "tenant",
-                    "subject_ref", "received_at"]
+    list_display = ["id", "countdown", "due", "status", "type", "regulation", "tenant", "subject_ref",
+                    "received_at"]
     list_display_links = ["id"]
     list_filter = [QueueFilter, "status", "type", "regulation", "tenant"]
     list_select_related = ["tenant", "subject"]
@@ -151,6 +156,7 @@ class SubjectRequestAdmin(admin.ModelAdmin):
     search_fields = ["subject__ref"]
     search_help_text = "A request id, or a subject's reference (exact)."
     actions = ["workflow_start_selected"]
+    show_facets = admin.ShowFacets.NEVER  # a count per filter choice, over the whole table: not here
 
     class Media:
         css = MEDIA_CSS
@@ -178,9 +184,16 @@ class SubjectRequestAdmin(admin.ModelAdmin):
         actions.pop("delete_selected", None)
         return actions
 
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {"title": "Request queue: most urgent first", **(extra_context or {})})
+
     @admin.display(description="time left", ordering="effective_due_date")
     def countdown(self, obj):
         return countdown_html(obj)
+
+    @admin.display(description="due", ordering="effective_due_date")
+    def due(self, obj):
+        return f"{obj.effective_due_date:%Y-%m-%d}"
 
     @admin.display(description="subject", ordering="subject__ref")
     def subject_ref(self, obj):
@@ -302,6 +315,19 @@ class SubjectRequestAdmin(admin.ModelAdmin):
 
 # --- retention conflicts ---------------------------------------------------------------------------------
 
+class ConflictCodeFilter(admin.SimpleListFilter):
+    """The refusal codes a conflict can have, listed without a DISTINCT over the table."""
+
+    title = "blocked by"
+    parameter_name = "code"
+
+    def lookups(self, request, model_admin):
+        return [("retention_lock", "A retention rule"), ("legal_hold", "A legal hold")]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(code=self.value()) if self.value() else queryset
+
+
 class ConflictStateFilter(DefaultChoiceFilter):
     title = "state"
     parameter_name = "state"
@@ -315,7 +341,7 @@ class ConflictStateFilter(DefaultChoiceFilter):
         if self.effective == "deferred":
             return queryset.filter(status=ConflictStatus.DEFERRED)
         if self.effective == "decided":
-            return queryset.filter(status__in=[ConflictStatus.UPHELD, ConflictStatus.OVERRIDDEN])
+            return queryset.filter(status__in=[ConflictStatus.UPHELD, ConflictStatus.OVERRIDDEN, ConflictStatus.LAPSED])
         return queryset
 
 
@@ -323,7 +349,7 @@ class ConflictStateFilter(DefaultChoiceFilter):
 class RetentionConflictAdmin(admin.ModelAdmin):
     list_display = ["id", "request_link", "tenant", "record_id", "code", "authority", "locked_until", "status",
                     "deferred_to", "opened_at"]
-    list_filter = [ConflictStateFilter, "status", "code", "tenant"]
+    list_filter = [ConflictStateFilter, "status", ConflictCodeFilter, "tenant"]
     list_select_related = ["tenant"]
     list_per_page = 50
     show_full_result_count = False
@@ -331,9 +357,14 @@ class RetentionConflictAdmin(admin.ModelAdmin):
     ordering = ["opened_at", "pk"]
     search_help_text = "A request id or a record id."
     search_fields = ["=record_id"]
+    show_facets = admin.ShowFacets.NEVER
 
     class Media:
         css = MEDIA_CSS
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {"title": "Retention conflicts: oldest first",
+                                                 **(extra_context or {})})
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()

@@ -17,7 +17,6 @@ from dsr.charts import Bar, stacked_bars_svg, week_label
 from dsr.models import (
     DONE_STATUSES,
     ConflictStatus,
-    ItemOutcome,
     RequestItem,
     RequestStatus,
     RequestTransition,
@@ -27,6 +26,7 @@ from dsr.models import (
     SubjectRequest,
 )
 from dsr.selectors import RequestProgress, request_progress, requests_due_within, requests_overdue
+from dsr.services.deferred import records_kept_by_requests
 from memory.models import DeletedRecord, Record
 from retention.models import LegalHold, RetentionRule
 
@@ -81,8 +81,9 @@ def dashboard_get(*, now: datetime | None = None) -> Dashboard:
         deferred_due=Count("pk", filter=Q(status=ConflictStatus.DEFERRED,
                                           deferred_to__lte=today + timedelta(days=SOON_DAYS))),
     )
-    deferred = RequestItem.objects.filter(outcome=ItemOutcome.HIDDEN, deferred_until__isnull=False,
-                                          deferred_until__lte=now + timedelta(days=DEFERRED_HORIZON))
+    # Deferred erasures: records an erasure request keeps hidden until their lock ends (dsr.services.deferred).
+    deferred = records_kept_by_requests().filter(request__type=RequestType.ERASURE, deferred_until__isnull=False,
+                                                 deferred_until__lte=now + timedelta(days=DEFERRED_HORIZON))
     board = Dashboard(
         open_by_status=by_status,
         open_total=sum(counts.values()),
@@ -135,6 +136,30 @@ class RequestPage:
     days_left: int
     open_conflicts: list[RetentionConflict] = field(default_factory=list)
 
+    @property
+    def overdue_days(self) -> int:
+        return -self.days_left
+
+    @property
+    def done(self) -> bool:
+        return self.request.status in DONE_STATUSES
+
+    @property
+    def bar(self) -> dict[str, float]:
+        return progress_bar(self.progress.as_api())
+
+
+def progress_bar(counts: dict) -> dict[str, float]:
+    """Widths (percent) of the progress bar's segments: done, kept (hidden under a lock or a hold), waiting
+    (copies told to other agents, awaiting their acknowledgement), pending."""
+    planned = counts["planned"]
+    if not planned:
+        return {"done": 0.0, "kept": 0.0, "waiting": 0.0, "pending": 0.0}
+    waiting = max(planned - counts["done"] - counts["refused"] - counts["pending"], 0)
+    return {name: round(100 * n / planned, 2) for name, n in
+            (("done", counts["done"]), ("kept", counts["refused"]), ("waiting", waiting),
+             ("pending", counts["pending"]))}
+
 
 def request_page_get(*, request: SubjectRequest, items_page: int = 1) -> RequestPage:
     """Everything a request's page shows (6 queries, whatever the size of the plan): progress, one page of
@@ -142,7 +167,7 @@ def request_page_get(*, request: SubjectRequest, items_page: int = 1) -> Request
     progress = request_progress(request)
     pages = max(1, -(-progress.planned // ITEMS_PER_PAGE))
     items_page = min(max(1, items_page), pages)
-    items = list(RequestItem.objects.filter(request=request).order_by("kind", "pk")
+    items = list(RequestItem.objects.filter(request=request).order_by("-kind", "pk")  # records, then artifacts
                  [(items_page - 1) * ITEMS_PER_PAGE:items_page * ITEMS_PER_PAGE])
     conflicts = list(RetentionConflict.objects.filter(request=request).order_by("opened_at", "pk"))
     history = list(RequestTransition.objects.filter(request=request).order_by("-at", "-pk")[:HISTORY_SHOWN + 1])
@@ -170,7 +195,8 @@ def progress_json(request: SubjectRequest) -> dict:
     progress = request_progress(request)
     return {"id": request.pk, "status": request.status, "status_display": request.get_status_display(),
             "running": workflow_running(request), "notified": request.notified_at is not None,
-            **progress.as_api(), "tombstones": [str(t) for t in progress.tombstone_ids]}
+            **progress.as_api(), "bar": progress_bar(progress.as_api()),
+            "tombstones": [str(t) for t in progress.tombstone_ids]}
 
 
 # --- a conflict's page -----------------------------------------------------------------------------------

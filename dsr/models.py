@@ -146,7 +146,13 @@ class RequestItem(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["request", "kind", "object_id"], name="request_item_unique")]
-        indexes = [models.Index(fields=["request", "outcome"], name="request_item_outcome_idx")]
+        indexes = [
+            models.Index(fields=["request", "outcome"], name="request_item_outcome_idx"),
+            # Records kept hidden by a request (deferred erasures, restrictions): the deferred-erasures sweep's
+            # scan, and what compaction leaves alone (memory.sweeps.compaction).
+            models.Index(fields=["object_id"], name="request_item_kept_idx",
+                         condition=Q(kind="record", decision="hide", outcome="hidden")),
+        ]
 
 
 class ConflictStatus(models.TextChoices):
@@ -154,6 +160,8 @@ class ConflictStatus(models.TextChoices):
     UPHELD = "upheld"
     OVERRIDDEN = "overridden"
     DEFERRED = "deferred"
+    # The lock ended before legal decided (or after a deferral came due): the deferred-erasures sweep erased it.
+    LAPSED = "lapsed"
 
 
 class RetentionConflict(models.Model):

@@ -16,7 +16,8 @@ through the one guarded path, `memory.admin`). API tokens of a role (`memory.ser
 join the group of the same name; the API itself checks the token's role, these permissions are the admin's.
 
 The migration holds a frozen copy of this table (migrations must not change when this module does);
-`tests/admin/test_roles.py` checks that the two agree.
+screens added later become readable by every role when migrations run (`roles_complete`, a post_migrate
+receiver); `tests/admin/test_roles.py` checks that the database agrees with this module.
 """
 from __future__ import annotations
 
@@ -43,24 +44,55 @@ CHANGES: dict[str, tuple[str, ...]] = {
 }
 
 ROLES = tuple(CHANGES)
+LEDGER_APPS = tuple(VIEWABLE)
+
+
+def screens(app_label: str | None = None) -> set[str]:
+    """`app.view_model` for every admin screen of the ledger's apps (or of one of them): a screen added
+    later (a sweep's runs, the audit's reports) is readable by every role without a new table here."""
+    from django.contrib import admin
+
+    return {f"{m._meta.app_label}.view_{m._meta.model_name}" for m in admin.site._registry
+            if m._meta.app_label in LEDGER_APPS and (app_label is None or m._meta.app_label == app_label)}
 
 
 def role_permissions(role: str) -> set[str]:
     """`app_label.codename` of every permission the role's group holds."""
     views = {f"{app}.view_{model}" for app, models in VIEWABLE.items() for model in models}
-    return views | set(CHANGES[role])
+    return views | screens() | set(CHANGES[role])
+
+
+def _permissions(names):
+    from django.contrib.auth.models import Permission
+    from django.db.models import Q
+
+    wanted = Q(pk__in=[])
+    for name in names:
+        app, codename = name.split(".")
+        wanted |= Q(content_type__app_label=app, codename=codename)
+    return Permission.objects.filter(wanted)
 
 
 def roles_sync() -> None:
     """Make the three groups hold exactly their permissions (what the migration does, for a database whose
     data was flushed, as transactional tests do; not needed in production)."""
-    from django.contrib.auth.models import Group, Permission
-    from django.db.models import Q
+    from django.contrib.auth.models import Group
 
     for role in ROLES:
-        wanted = Q(pk__in=[])
-        for name in role_permissions(role):
-            app, codename = name.split(".")
-            wanted |= Q(content_type__app_label=app, codename=codename)
         group, _ = Group.objects.get_or_create(name=role)
-        group.permissions.set(Permission.objects.filter(wanted))
+        group.permissions.set(_permissions(role_permissions(role)))
+
+
+def roles_complete(sender, app_config=None, using="default", **kwargs) -> None:
+    """post_migrate (dsr.apps): every role may read the screens of a ledger app added since the groups were
+    made. Only view permissions are added, to groups that exist; nothing is removed, no change is granted
+    (what a role may change is decided by a migration, not by deploying)."""
+    from django.contrib.auth.models import Group
+
+    if app_config is None or app_config.label not in LEDGER_APPS:
+        return
+    views = list(_permissions(screens(app_config.label)).using(using))
+    if not views:
+        return
+    for group in Group.objects.using(using).filter(name__in=ROLES):
+        group.permissions.add(*views)

@@ -42,7 +42,10 @@ class RecordAdmin(admin.ModelAdmin):
     list_display = ["id", "tenant", "scope", "content_class", "tier", "created_at", "forgotten_at", "retained_until",
                     "held"]
     list_select_related = ["tenant", "scope", "content_class"]
-    list_filter = ["tier", "held"]
+    # Filters the indexes answer on a table of millions: forgotten (the partial index on forgotten_at), the
+    # content class (record_class_idx), the tenant (record_tenant_subject_idx). No date hierarchy: its
+    # year list is a DISTINCT over the whole table.
+    list_filter = [("forgotten_at", admin.EmptyFieldListFilter), "content_class", "tenant"]
     show_full_result_count = False
     raw_id_fields = ["scope", "subject", "forget_event"]
     readonly_fields = ["commitment", "salt", "forgotten_at", "redacted_at", "erasure_pending", "forget_event",
@@ -53,6 +56,12 @@ class RecordAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
+
+    def has_add_permission(self, request):
+        return False  # records are written through the memory API (record_write: commitment, lock, embedding)
+
+    def has_change_permission(self, request, obj=None):
+        return False  # an edit here would bypass the write path and break the record's commitment
 
     def has_delete_permission(self, request, obj=None):
         if obj is not None and (obj.held or (obj.retained_until and obj.retained_until > timezone.now())):
@@ -118,3 +127,4 @@ class ForgetEventAdmin(ReadOnlyAdmin):
 class ApiTokenAdmin(ReadOnlyAdmin):
     list_display = ["prefix", "tenant", "role", "created_at", "revoked_at"]
     exclude = ["key_hash"]
+from memory import admin_sweeps  # noqa: E402,F401  (sweep runs, read-only)

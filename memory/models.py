@@ -280,3 +280,67 @@ class FleetCopyNotice(models.Model):
         constraints = [models.UniqueConstraint(fields=["forget_event", "artifact_id"], name="fleet_notice_unique")]
         indexes = [models.Index(fields=["holder", "deadline"], name="fleet_notice_open_idx",
                                 condition=Q(acknowledged_at__isnull=True))]
+
+
+class SweepKind(models.TextChoices):
+    COMPACTION = "compaction"
+    PACT_EXPIRY = "pact_expiry"
+    DEFERRED_ERASURES = "deferred_erasures"
+    CONFIRMATIONS = "confirmations"
+
+
+class SweepStatus(models.TextChoices):
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    # Its worker died and its chain of batches was lost: a later run of the same kind took over.
+    INTERRUPTED = "interrupted"
+
+
+class SweepRun(models.Model):
+    """One run of a sweep (memory.sweeps): when, what it did, what went wrong. A dry run holds the report of
+    what it would do in `report` and changed nothing else. A run whose worker died stays `running` until a
+    later run of its kind marks it `interrupted` and takes over: the work is claimed from the database,
+    so nothing is lost or done twice."""
+
+    kind = models.CharField(max_length=20, choices=SweepKind.choices)
+    status = models.CharField(max_length=12, choices=SweepStatus.choices, default=SweepStatus.RUNNING)
+    dry_run = models.BooleanField(default=False)
+    actor = models.CharField(max_length=200)
+    started_at = models.DateTimeField()
+    # Set by every batch: a running run with an old heartbeat lost its worker.
+    heartbeat_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # The last id this run's pass has claimed (each run makes one pass over the id space).
+    cursor = models.BigIntegerField(null=True, blank=True)
+    batches = models.PositiveIntegerField(default=0)
+    counts = models.JSONField(default=dict, blank=True)
+    report = models.JSONField(default=dict, blank=True)
+    errors = models.JSONField(default=list, blank=True)
+    resumed_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["kind", "-started_at"], name="sweeprun_kind_started_idx"),
+            models.Index(fields=["kind", "heartbeat_at"], name="sweeprun_running_idx",
+                         condition=Q(status="running")),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} run {self.pk}{' (dry run)' if self.dry_run else ''}"
+
+
+class SweepBatch(models.Model):
+    """One committed batch of a sweep run, written in the batch's own transaction: it exists exactly when
+    the batch's forgets (and their tombstones) exist. Append-only."""
+
+    run = models.ForeignKey(SweepRun, on_delete=models.PROTECT, related_name="batch_log")
+    at = models.DateTimeField()
+    first_id = models.BigIntegerField(null=True, blank=True)
+    last_id = models.BigIntegerField(null=True, blank=True)
+    counts = models.JSONField(default=dict)
+    forget_event_ids = models.JSONField(default=list)
+    tombstone_ids = models.JSONField(default=list)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "at"], name="sweepbatch_run_idx")]

@@ -133,3 +133,63 @@ class LockRecomputeGrant(models.Model):
     """
 
     granted_at = models.DateTimeField(auto_now_add=True)
+
+
+class WriteLedgerEntry(models.Model):
+    """Every record ever written: one row per INSERT into memory_record, written by a database trigger
+    (retention migration 0002), so raw SQL and bulk loads are ledgered too. Append-only: the database
+    refuses UPDATE and DELETE. Plain ids, not foreign keys: the ledger outlives the records.
+
+    The coverage audit (retention.audit) applies the mandates to this ledger to know which records must
+    be at rest, and compares with what is.
+    """
+
+    record_id = models.BigIntegerField()
+    tenant_id = models.BigIntegerField()
+    content_class_id = models.BigIntegerField()
+    subject_id = models.BigIntegerField(null=True)
+    scope_id = models.BigIntegerField()
+    # The record's own creation time (what retention counts from) and when the row reached the table.
+    created_at = models.DateTimeField()
+    written_at = models.DateTimeField()
+    # Ledgered by the migration from rows already at rest, not by the trigger at write time.
+    backfilled = models.BooleanField(default=False)
+
+    class Meta:
+        verbose_name_plural = "write ledger entries"
+        indexes = [models.Index(fields=["record_id"], name="writeledger_record_idx")]
+
+    def __str__(self) -> str:
+        return f"record {self.record_id} written {self.written_at:%Y-%m-%d %H:%M}"
+
+
+class AuditStatus(models.TextChoices):
+    CLEAN = "clean"
+    FINDINGS = "findings"  # records kept past their time or erasures overdue, no coverage gap
+    GAPS = "gaps"          # mandated records missing: a violation
+    FAILED = "failed"
+
+
+class CoverageReport(models.Model):
+    """One run of the coverage audit: per content class, what the mandates expect at rest and what is.
+    Kept per run; never changed after it finishes."""
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    actor = models.CharField(max_length=200)
+    status = models.CharField(max_length=10, choices=AuditStatus.choices)
+    # Totals over all classes (the columns of `classes`), and the per-class rows with samples of ids.
+    totals = models.JSONField(default=dict)
+    classes = models.JSONField(default=list)
+    anomalies = models.JSONField(default=list, blank=True)
+    gaps = models.BigIntegerField(default=0)
+    kept_past_mandate = models.BigIntegerField(default=0)
+    erasure_overdue = models.BigIntegerField(default=0)
+    seconds = models.FloatField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["-started_at"], name="coveragereport_started_idx")]
+
+    def __str__(self) -> str:
+        return f"coverage audit {self.pk} ({self.status})"

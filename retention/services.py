@@ -163,11 +163,14 @@ def hold_place(
     for owned in (subject, content_class, scope):
         if owned is not None and owned.tenant_id != tenant.pk:
             raise errors.not_found("No such subject, content class or scope.")
-    if record_ids:
-        found = Record.objects.filter(tenant=tenant, pk__in=record_ids).count()
-        if found != len(record_ids):
-            raise errors.not_found("Some of the listed records do not exist.", record_ids=record_ids)
     with transaction.atomic():
+        if record_ids:
+            # Lock the listed rows: a sweep or forget deleting one of them meanwhile either committed first (the
+            # row is gone: refused here) or waits for this hold and then finds the record held.
+            found = len(Record.objects.filter(tenant=tenant, pk__in=record_ids).order_by("pk").select_for_update()
+                        .values_list("pk", flat=True))
+            if found != len(record_ids):
+                raise errors.not_found("Some of the listed records do not exist.", record_ids=record_ids)
         hold = LegalHold.objects.create(
             tenant=tenant, matter=matter.strip(), authority=(authority or "").strip(), placed_by=actor,
             placed_at=timezone.now(), subject=subject, content_class=content_class, scope=scope,

@@ -1,6 +1,8 @@
 """The public log and key endpoints: no login, rate-limited, JSON errors with stable codes."""
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -17,6 +19,7 @@ from .selectors import consistency_proof_get, envelope_of, inclusion_proof_get, 
 from .services import checkpoint_sign, keys_ensure
 
 MAX_INT_PARAM = 2**62
+DECIMAL = re.compile(r"[0-9]{1,19}")
 
 
 def _int_param(request, name: str, *, required: bool = True) -> int | None:
@@ -25,9 +28,19 @@ def _int_param(request, name: str, *, required: bool = True) -> int | None:
         if required:
             raise TombstoneError("invalid_parameter", f"`{name}` is required.", {"parameter": name})
         return None
-    if not raw.isdigit() or int(raw) > MAX_INT_PARAM:
+    if not DECIMAL.fullmatch(raw) or int(raw) > MAX_INT_PARAM:  # not isdigit(): "²" is a digit to it
         raise TombstoneError("invalid_parameter", f"`{name}` must be a non-negative integer.", {"parameter": name})
     return int(raw)
+
+
+def _size_param(request, name: str) -> int:
+    """A tree size from the query, by default the size of the latest checkpoint (signed now if need be)."""
+    size = _int_param(request, name, required=False)
+    return checkpoint_sign().tree_size if size is None else size
+
+
+def _b64_list(hashes: list[bytes]) -> list[str]:
+    return [b64encode(h) for h in hashes]
 
 
 class PublicView(APIView):
@@ -68,11 +81,9 @@ class InclusionView(PublicView):
             leaf_index = tombstone_get(tombstone_id=request.query_params["tombstone_id"]).leaf_index
         else:
             leaf_index = _int_param(request, "leaf_index")
-        tree_size = _int_param(request, "tree_size", required=False)
-        if tree_size is None:
-            tree_size = checkpoint_sign().tree_size
+        tree_size = _size_param(request, "tree_size")
         hashes = inclusion_proof_get(leaf_index=leaf_index, tree_size=tree_size)
-        return Response({"leaf_index": leaf_index, "tree_size": tree_size, "hashes": [b64encode(h) for h in hashes]})
+        return Response({"leaf_index": leaf_index, "tree_size": tree_size, "hashes": _b64_list(hashes)})
 
 
 class ConsistencyView(PublicView):
@@ -81,12 +92,9 @@ class ConsistencyView(PublicView):
                     OpenApiParameter("second", int, description="default: the latest checkpoint's size")],
         responses={200: OpenApiTypes.OBJECT}, summary="A consistency proof (RFC 9162) between two tree sizes")
     def get(self, request):
-        first = _int_param(request, "first")
-        second = _int_param(request, "second", required=False)
-        if second is None:
-            second = checkpoint_sign().tree_size
+        first, second = _int_param(request, "first"), _size_param(request, "second")
         hashes = consistency_proof_get(first=first, second=second)
-        return Response({"first": first, "second": second, "hashes": [b64encode(h) for h in hashes]})
+        return Response({"first": first, "second": second, "hashes": _b64_list(hashes)})
 
 
 class TombstoneView(PublicView):

@@ -172,7 +172,8 @@ def verify_consistency(first: int, second: int, first_root: bytes, second_root: 
         fn >>= 1
         sn >>= 1
     fr = sr = path[0]
-    for c in path[1:]:
+    for c in path[1:]:  # the walk of verify_inclusion, over both roots at once: the RFC writes both out
+
         if sn == 0:
             return False
         if fn & 1 or fn == sn:

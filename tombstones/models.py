@@ -89,11 +89,13 @@ class Tombstone(models.Model):
     """
 
     id = models.UUIDField(primary_key=True)
-    tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="tombstones")
+    # No single-column indexes on the foreign keys: (tenant, created_at) below serves the tenant, and keys
+    # are never deleted (a trigger refuses it), so nothing looks tombstones up by key. Fewer indexes, faster appends.
+    tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="tombstones", db_index=False)
     payload_type = models.CharField(max_length=100)
     payload = models.BinaryField()
     signature = models.BinaryField()
-    key = models.ForeignKey(SigningKey, on_delete=models.PROTECT, related_name="tombstones")
+    key = models.ForeignKey(SigningKey, on_delete=models.PROTECT, related_name="tombstones", db_index=False)
     leaf_index = models.BigIntegerField(unique=True)
     created_at = models.DateTimeField()
 
@@ -104,15 +106,12 @@ class Tombstone(models.Model):
         return f"tombstone {self.id}"
 
 
-class TombstoneSalt(models.Model):
-    """A record's commitment salt: private, never in the statement; it goes only into the subject's receipt."""
+class TombstoneSalts(models.Model):
+    """The records' commitment salts (record id -> salt): private, never in the statement; they go only into
+    the subject's receipt. One row per tombstone."""
 
-    tombstone = models.ForeignKey(Tombstone, on_delete=models.PROTECT, related_name="salts")
-    record_id = models.CharField(max_length=64)
-    salt = models.CharField(max_length=32)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["tombstone", "record_id"], name="tombstone_salt_unique")]
+    tombstone = models.OneToOneField(Tombstone, on_delete=models.PROTECT, primary_key=True, related_name="salts")
+    salts = models.JSONField()
 
 
 class Checkpoint(models.Model):

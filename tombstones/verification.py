@@ -254,7 +254,8 @@ def verify_receipt(document: Any, keys: dict[str, PublicKey], *, other_checkpoin
         if other is not None:
             run.consistency(*other, proof)
     except _Fail as failure:
-        run.checks.append({"check": failure.code, "passed": False, "label": "This check failed: see above."})
+        run.checks.append({"check": failure.code, "passed": False,
+                           "label": f"Failed: {failure.code.replace('_', ' ')}."})
         return Report(failure.code, REASONS[failure.code].format(**failure.detail), run.checks)
     report = Report(GENUINE, GENUINE_MESSAGE, run.checks, statement_summary(run.statement, keyid=key.kid))
     report.summary.update(leaf_index=receipt.leaf_index, checkpoint_size=run.cp.size,

@@ -61,13 +61,9 @@ def verify_page(request):
     try:
         if document is None:
             document = receipt_build(tombstone_id=form.cleaned_data["tombstone_id"], include_salts=False)
-        else:
-            document = receipt_complete(document=document)
-    except TombstoneError as exc:
-        if exc.code != "tombstone_not_found":
-            raise
-        if document is None:
-            return _page(request, {"form": form, "error": exc}, status=404)
+    except TombstoneError as exc:  # tombstone_not_found
+        return _page(request, {"form": form, "error": exc}, status=exc.status_code)
+    document = receipt_complete(document=document)  # a bare envelope gets its proof, for the browser too
     report = tombstone_verify(document=document, content=form.cleaned_data.get("content") or None,
                               salt=form.cleaned_data.get("salt") or None)
     context = {"form": form, "report": report, "bundle": _public_part(document),

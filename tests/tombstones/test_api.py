@@ -130,3 +130,15 @@ def test_the_schema_documents_the_public_endpoints():
     paths = SchemaGenerator().get_schema(request=None, public=True)["paths"]
     assert {"/api/v1/log/checkpoint", "/api/v1/log/inclusion", "/api/v1/log/consistency",
             "/api/v1/tombstones/{tombstone_id}", "/.well-known/tombstone-keys.json"} <= paths.keys()
+
+
+def test_checkpoint_command_and_task_sign_once_per_log_size(logged, capsys):
+    from django.core.management import call_command
+
+    from tombstones.models import Checkpoint
+    from tombstones.tasks import checkpoint_sign_task
+
+    call_command("tombstone_checkpoint")
+    assert capsys.readouterr().out.startswith("ledger.test/tombstones\n5\n")
+    assert checkpoint_sign_task() == 5
+    assert Checkpoint.objects.filter(tree_size=5).count() == 1

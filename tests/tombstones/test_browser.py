@@ -41,9 +41,11 @@ def browser(django_db_setup):
 def page(browser):
     context = browser.new_context()
     page = context.new_page()
-    page.on("pageerror", lambda error: pytest.fail(f"JavaScript error on the page: {error}"))
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
     yield page
     context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
 
 
 @pytest.fixture

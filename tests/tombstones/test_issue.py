@@ -11,7 +11,7 @@ from django.db import transaction
 from tombstones.dsse import PAYLOAD_TYPE, pae
 from tombstones.errors import TombstoneError
 from tombstones.jwk import thumbprint
-from tombstones.models import LogHead, LogNode, SigningKey, Tombstone, TombstoneSalt
+from tombstones.models import LogHead, LogNode, SigningKey, Tombstone, TombstoneSalts
 from tombstones.services import TombstoneRequest, tombstone_issue, tombstones_issue_many
 
 from .factories import statement_make, tombstone_make
@@ -52,7 +52,7 @@ def test_salts_are_stored_apart_and_never_in_the_signed_payload(tenant):
     payload = bytes(Tombstone.objects.get(pk=tombstone.pk).payload)
     for salt in salts.values():
         assert salt.encode() not in payload
-    assert dict(TombstoneSalt.objects.filter(tombstone=tombstone).values_list("record_id", "salt")) == salts
+    assert TombstoneSalts.objects.get(tombstone=tombstone).salts == salts
 
 
 def test_content_never_reaches_the_payload(tenant):
@@ -123,6 +123,15 @@ def test_reissuing_the_same_statement_returns_the_stored_tombstone_not_a_second_
     assert Tombstone.objects.count() == 1 and LogHead.objects.get(pk=1).size == 1
 
 
+def test_the_same_id_twice_in_one_call_is_a_conflict_and_nothing_is_stored(tenant):
+    statement, _ = statement_make()
+    tombstone_id = uuid.uuid4()
+    requests = [TombstoneRequest(tombstone_id=tombstone_id, tenant_id=tenant.id, statement=statement)] * 2
+    with pytest.raises(TombstoneError) as caught:
+        tombstones_issue_many(requests=requests)
+    assert caught.value.code == "tombstone_conflict" and not Tombstone.objects.exists()
+
+
 def test_reissuing_an_id_with_another_statement_is_a_conflict(tenant):
     statement, salts = statement_make()
     tombstone_id = uuid.uuid4()
@@ -157,9 +166,8 @@ def test_issue_is_a_constant_number_of_queries_whatever_the_log_size(tenant, dja
     with transaction.atomic():
         tombstones_issue_many(requests=requests)
     statement, salts = statement_make()
-    # key, savepoint, head lock, head update, release; plus three COPYs (nodes, tombstone, salts) that
-    # Django's query capture does not see
-    with django_assert_num_queries(5):
+    # the key; the head's lock with the check that the id is new; nodes, head, tombstone, salts
+    with django_assert_num_queries(6):
         tombstone_issue(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement, subject_salts=salts)
 
 

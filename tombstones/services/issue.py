@@ -5,15 +5,15 @@ import uuid
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from .. import merkle
 from ..dsse import PAYLOAD_TYPE, pae
 from ..errors import TombstoneError
-from ..models import KeyPurpose, Tombstone, TombstoneSalt
+from ..models import KeyPurpose, Tombstone, TombstoneSalts
 from .keys import key_current, key_private
-from .log import log_append
+from .log import log_append, log_lock
 from .rows import rows_insert
 from .statement import salts_check, statement_bytes, statement_complete
 
@@ -45,10 +45,11 @@ def tombstone_issue(*, tombstone_id: uuid.UUID, tenant_id: int, statement: dict,
 
 def tombstones_issue_many(*, requests: list[TombstoneRequest]) -> list[Tombstone]:
     """`tombstone_issue` for many forgets at once (a sweep): one lock of the log head, set-based inserts."""
+    if len({str(request.tombstone_id) for request in requests}) != len(requests):
+        raise TombstoneError("tombstone_conflict", "The same tombstone id twice in one call.", status_code=409)
     origin = settings.LEDGER_LOG_ORIGIN
     key = key_current(purpose=KeyPurpose.TOMBSTONE)
     sign = key_private(key).sign
-    now = timezone.now()
     signed_rows, salt_rows, leaves = [], [], []
     for request in requests:  # validate, canonicalize and sign before taking the log's lock
         statement, records = statement_complete(tombstone_id=request.tombstone_id, statement=request.statement,
@@ -57,16 +58,18 @@ def tombstones_issue_many(*, requests: list[TombstoneRequest]) -> list[Tombstone
         signed = pae(PAYLOAD_TYPE, payload)
         signed_rows.append((request.tombstone_id, request.tenant_id, PAYLOAD_TYPE, payload, sign(signed), key.pk))
         leaves.append(merkle.leaf_hash(signed))
-        salt_rows.extend((request.tombstone_id, record_id, salt)
-                         for record_id, salt in salts_check(request.subject_salts, records).items())
-    try:
-        with transaction.atomic():
-            first = log_append(leaf_hashes=leaves)
-            rows = [(*row, first + offset, now) for offset, row in enumerate(signed_rows)]
-            rows_insert(model=Tombstone, columns=TOMBSTONE_COLUMNS, rows=rows)
-            rows_insert(model=TombstoneSalt, columns=["tombstone_id", "record_id", "salt"], rows=salt_rows)
-    except IntegrityError:
-        return _issued_already([row[0] for row in signed_rows], [row[3] for row in signed_rows])
+        salts = salts_check(request.subject_salts, records)
+        if salts:
+            salt_rows.append((request.tombstone_id, salts))
+    ids = [row[0] for row in signed_rows]
+    with transaction.atomic(savepoint=False):  # the caller's transaction, or one of our own
+        head, issued = log_lock(exists=Tombstone.objects.filter(pk__in=ids))
+        if issued:  # checked under the lock: nothing is half-written, nothing to roll back
+            return _issued_already(ids, [row[3] for row in signed_rows])
+        first, now = log_append(head=head, leaf_hashes=leaves), timezone.now()
+        rows = [(*row, first + offset, now) for offset, row in enumerate(signed_rows)]
+        rows_insert(model=Tombstone, columns=TOMBSTONE_COLUMNS, rows=rows)
+        rows_insert(model=TombstoneSalts, columns=["tombstone_id", "salts"], rows=salt_rows)
     return [_tombstone(row, key) for row in rows]
 
 
@@ -77,12 +80,12 @@ def _tombstone(row: tuple, key) -> Tombstone:
 
 
 def _issued_already(ids: list[uuid.UUID], payloads: list[bytes]) -> list[Tombstone]:
-    """After a duplicate id: the stored tombstones if every statement is the same, else `tombstone_conflict`."""
+    """Ids issued before: the stored tombstones if every statement is the same, else `tombstone_conflict`."""
     stored = Tombstone.objects.in_bulk(ids)
     for tombstone_id, payload in zip(ids, payloads):
         existing = stored.get(tombstone_id)
         if existing is None:
-            raise TombstoneError("tombstone_conflict", "Another tombstone was being issued with one of these ids.",
+            raise TombstoneError("tombstone_conflict", "Some of these tombstones were issued before and some not.",
                                  status_code=409)
         if bytes(existing.payload) != payload:
             raise TombstoneError("tombstone_conflict", f"Tombstone {tombstone_id} exists with another statement.",

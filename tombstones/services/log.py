@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, QuerySet
 from django.utils import timezone
 
 from .. import merkle
@@ -16,24 +17,30 @@ def frontier_split(frontier: bytes) -> list[bytes]:
     return [frontier[i:i + merkle.HASH_SIZE] for i in range(0, len(frontier), merkle.HASH_SIZE)]
 
 
-def _head_locked() -> LogHead:
-    head = LogHead.objects.select_for_update().filter(pk=1).first()
-    if head is None:  # a fresh database (or one flushed by a test run): the empty log
-        LogHead.objects.get_or_create(pk=1, defaults={"root": merkle.EMPTY_ROOT, "updated_at": timezone.now()})
-        head = LogHead.objects.select_for_update().get(pk=1)
-    return head
+def log_lock(*, exists: QuerySet | None = None) -> tuple[LogHead, bool]:
+    """Lock the log's head row: the caller's transaction holds it until it ends, so appends are
+    serialized, indices are gapless, and a rolled-back forget leaves no trace in the log.
 
-
-def log_append(*, leaf_hashes: list[bytes]) -> int:
-    """Append leaf hashes to the log; return the index of the first.
-
-    Takes the head row's lock, which the caller's transaction holds until it ends: appends are
-    serialized, indices are gapless, and a rolled-back forget leaves no trace in the log. O(log n) per
-    leaf: the right edge is in the head row; only the nodes the new leaves complete are written.
+    With `exists`, also say, in the same query, whether that queryset has rows: evaluated under the lock,
+    it sees everything every earlier append committed.
     """
     if not transaction.get_connection().in_atomic_block:
-        raise RuntimeError("log_append must run inside the caller's transaction")
-    head = _head_locked()
+        raise RuntimeError("the log is locked inside the caller's transaction")
+    locked = LogHead.objects.select_for_update().filter(pk=1)
+    if exists is not None:
+        locked = locked.annotate(found=Exists(exists))
+    head = locked.first()
+    if head is None:  # a fresh database (or one flushed by a test run): the empty log
+        LogHead.objects.get_or_create(pk=1, defaults={"root": merkle.EMPTY_ROOT, "updated_at": timezone.now()})
+        head = locked.get()
+    return head, bool(getattr(head, "found", False))
+
+
+def log_append(*, head: LogHead, leaf_hashes: list[bytes]) -> int:
+    """Append leaf hashes to the log whose head the caller locked (`log_lock`); return the first's index.
+
+    O(log n) per leaf: the right edge is in the head row; only the nodes the new leaves complete are written.
+    """
     first = size = head.size
     frontier = frontier_split(bytes(head.frontier))
     nodes: list[tuple[int, int, bytes]] = []

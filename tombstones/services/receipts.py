@@ -7,9 +7,9 @@ from typing import Any
 
 from ..dsse import b64encode
 from ..errors import TombstoneError
-from ..models import Checkpoint
-from ..selectors import consistency_proof_get, envelope_of, inclusion_proof_get, keys_published, tombstone_get
+from ..models import Checkpoint, TombstoneSalts
 from ..receipt import RECEIPT_FORMAT, Malformed, Receipt, receipt_parse
+from ..selectors import consistency_proof_get, envelope_of, inclusion_proof_get, keys_published, tombstone_get
 from ..verification import REASONS, Report, verify_receipt
 from .log import checkpoint_sign
 
@@ -33,7 +33,8 @@ def receipt_build(*, tombstone_id: uuid.UUID | str, include_salts: bool = True) 
         "checkpoint": checkpoint.note,
     }
     if include_salts:
-        receipt["salts"] = dict(tombstone.salts.order_by("record_id").values_list("record_id", "salt"))
+        stored = TombstoneSalts.objects.filter(tombstone=tombstone).values_list("salts", flat=True).first()
+        receipt["salts"] = dict(sorted((stored or {}).items()))
     return receipt
 
 
@@ -67,17 +68,18 @@ def _name_changed_fields(report: Report, receipt: Receipt) -> None:
 
 
 def receipt_complete(*, document: Any) -> Any:
-    """A bare envelope completed with its inclusion proof and checkpoint from this log; else as given.
-
-    Raises `tombstone_not_found` when the envelope names a tombstone this log does not hold.
-    """
+    """A bare envelope completed with its inclusion proof and checkpoint from this log; anything else
+    (a full receipt, something unreadable, an envelope this log does not hold) as given."""
     try:
         receipt = receipt_parse(document)
     except Malformed:
         return document
     if receipt.checkpoint is not None or receipt.leaf_index is not None:
         return document
-    stored = receipt_build(tombstone_id=_statement_id(receipt) or "", include_salts=False)
+    try:
+        stored = receipt_build(tombstone_id=_statement_id(receipt) or "", include_salts=False)
+    except TombstoneError:
+        return document
     return {**stored, "envelope": receipt.envelope, "salts": receipt.salts}
 
 
@@ -88,18 +90,16 @@ def tombstone_verify(*, document: Any, content: str | None = None, salt: str | N
     consistent with the log's latest one; a changed field is named by comparing with the stored statement.
     """
     keys = keys_published()
+    document = receipt_complete(document=document)
     try:
-        document = receipt_complete(document=document)
         receipt = receipt_parse(document)
     except Malformed:
         return verify_receipt(document, keys)
-    except TombstoneError:
-        return Report("not_in_log", REASONS["not_in_log"].format(detail="this log holds no such tombstone"))
     latest = checkpoint_sign()
     size = receipt.checkpoint.size if receipt.checkpoint else 0
     proof = consistency_proof_get(first=size, second=latest.tree_size) if 0 < size <= latest.tree_size else []
-    report = verify_receipt(document, keys, other_checkpoint=latest.note, consistency_proof=[b64encode(h) for h in proof],
-                            content=content, salt=salt)
+    report = verify_receipt(document, keys, other_checkpoint=latest.note,
+                            consistency_proof=[b64encode(h) for h in proof], content=content, salt=salt)
     if report.code in ("field_changed", "signature_mismatch"):
         _name_changed_fields(report, receipt)
     return report
