@@ -294,14 +294,13 @@ def main() -> None:
     url = os.environ.get("DATABASE_URL", DEFAULT_URL)
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # The bench database is throwaway: its signing keys need no passphrase of the machine's.
+    os.environ.setdefault("LEDGER_SIGNING_PASSPHRASE", "bench-only-signing-passphrase")
     _database_ensure(url, fresh=not args.reuse)
 
     import django
 
     django.setup()
-    import warnings
-
-    warnings.filterwarnings("ignore", category=RuntimeWarning, message=".*LEDGER_SIGNING_PASSPHRASE.*")
     from django.core.management import call_command
     from django.db import connection
 

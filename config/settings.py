@@ -141,7 +141,13 @@ CELERY_TASK_IGNORE_RESULT = True
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # A message a dead worker had taken comes back after this many seconds (Redis' visibility timeout);
     # every workflow step is idempotent, so an early redelivery of a slow step is harmless.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("LEDGER_BROKER_VISIBILITY_TIMEOUT", default=300)}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env.int("LEDGER_BROKER_VISIBILITY_TIMEOUT", default=300),
+        # How often a worker looks for the messages of a dead worker whose visibility timeout passed: every
+        # interval x throttle seconds (Kombu's defaults, 10 x 10: up to 100 s after the timeout).
+        "unacked_restore_interval": env.int("LEDGER_BROKER_RESTORE_INTERVAL", default=10),
+        "unacked_restore_throttle": env.int("LEDGER_BROKER_RESTORE_THROTTLE", default=10),
+    }
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="ledger")
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_ACKS_LATE = True

@@ -15,6 +15,9 @@ os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/14")
 os.environ.setdefault("CELERY_TASK_DEFAULT_QUEUE", f"ledger-test-{uuid.uuid4().hex[:12]}")
 # A killed worker's message comes back after this many seconds: short, so the crash tests finish quickly.
 os.environ.setdefault("LEDGER_BROKER_VISIBILITY_TIMEOUT", "4")
+# ... and the surviving worker looks for it every second (Kombu's default would wait up to 100 s).
+os.environ.setdefault("LEDGER_BROKER_RESTORE_INTERVAL", "1")
+os.environ.setdefault("LEDGER_BROKER_RESTORE_THROTTLE", "1")
 os.environ.setdefault("LEDGER_SIGNING_PASSPHRASE", "test-only-signing-passphrase")
 
 from config.settings import *  # noqa: E402,F401,F403

@@ -86,6 +86,13 @@ class SubjectRequest(models.Model):
             models.Index(fields=["effective_due_date"], name="request_open_effective_due_idx",
                          condition=~Q(status__in=DONE_STATUSES)),
             models.Index(fields=["tenant", "status"], name="request_tenant_status_idx"),
+            # The admin's request queue (dsr/admin.py): every view is ordered by (effective_due_date, id);
+            # filtered by status, or not at all, these serve the order and the LIMIT without a sort.
+            models.Index(fields=["status", "effective_due_date", "id"], name="request_status_due_idx"),
+            models.Index(fields=["effective_due_date", "id"], name="request_due_idx"),
+            # The dashboard's erasures completed per week (dsr/dashboard.py), answered from the index alone.
+            models.Index(fields=["confirmed_at"], include=["type", "status"], name="request_confirmed_idx",
+                         condition=Q(confirmed_at__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -152,6 +159,9 @@ class RequestItem(models.Model):
             # scan, and what compaction leaves alone (memory.sweeps.compaction).
             models.Index(fields=["object_id"], name="request_item_kept_idx",
                          condition=Q(kind="record", decision="hide", outcome="hidden")),
+            # The same kept records by the date their erasure comes due: the admin dashboard's list.
+            models.Index(fields=["deferred_until"], name="request_item_kept_due_idx",
+                         condition=Q(kind="record", decision="hide", outcome="hidden")),
         ]
 
 
@@ -183,7 +193,11 @@ class RetentionConflict(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["request", "record_id"], name="conflict_unique_record")]
-        indexes = [models.Index(fields=["opened_at"], name="conflict_open_idx", condition=Q(status="open"))]
+        indexes = [
+            models.Index(fields=["opened_at"], name="conflict_open_idx", condition=Q(status="open")),
+            # The admin's conflicts queue filtered by state (deferred, decided), oldest first.
+            models.Index(fields=["status", "opened_at", "id"], name="conflict_status_opened_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"conflict {self.pk}: record {self.record_id} ({self.authority})"

@@ -358,6 +358,11 @@ class HoldForm(forms.Form):
                                          sort_keys=True).encode()).hexdigest()
 
 
+class ReleaseForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=2000,
+                             label="Why the hold is released")
+
+
 class ActiveHoldFilter(admin.SimpleListFilter):
     title = "state"
     parameter_name = "active"
@@ -479,7 +484,4 @@ class LegalHoldAdmin(NoDeleteAdmin):
                         done_url=lambda h: reverse("admin:retention_legalhold_change", args=[h.pk]))
 
 
-class ReleaseForm(forms.Form):
-    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=2000,
-                             label="Why the hold is released")
 from retention import admin_audit  # noqa: E402,F401  (coverage reports and the write ledger, read-only)

@@ -127,7 +127,8 @@ def coverage_check(statement: dict, *, content: str, salts: list[str]) -> Covera
                                   f"{found.get('outcome')}.", found.get("outcome"), found.get("tier"))
     if not salts:
         return Coverage(False, "Give the salt from your receipt to check a piece of content.")
-    return Coverage(False, "Not covered: with this salt, no record of this tombstone has this exact content.")
+    return Coverage(False, "Not covered: none of this tombstone's records has exactly this content, with the "
+                           "salt used (check that it is the salt your receipt gives for this piece of data).")
 
 
 class _Fail(Exception):

@@ -66,8 +66,7 @@ def verify_page(request):
     document = receipt_complete(document=document)  # a bare envelope gets its proof, for the browser too
     report = tombstone_verify(document=document, content=form.cleaned_data.get("content") or None,
                               salt=form.cleaned_data.get("salt") or None)
-    context = {"form": form, "report": report, "bundle": _public_part(document),
-               "checked_content": bool(form.cleaned_data.get("content"))}
+    context = {"form": form, "report": report, "bundle": _public_part(document)}
     return _page(request, context, status=400 if report.code == "malformed" else 200)
 
 

@@ -265,8 +265,12 @@
     const [small, large] = other.size <= cp.size ? [other, cp] : [cp, other];
     let proof = [];
     if (small.size > 0n && small.size < large.size) {
-      const data = await getJSON("/api/v1/log/consistency?first=" + small.size + "&second=" + large.size);
-      proof = data && data.hashes ? hashes(data.hashes, "consistency proof") : [];
+      const response = await fetch("/api/v1/log/consistency?first=" + small.size + "&second=" + large.size,
+        { credentials: "omit", headers: { Accept: "application/json" } });
+      const data = await response.json().catch(() => null);
+      if (response.ok) proof = hashes(data.hashes, "consistency proof");
+      // the log says it never reached that size: no proof exists, the check below fails as it should
+      else if (!(data && data.code === "tree_size_out_of_range")) throw new Error("the log did not answer");
     }
     if (!(await verifyConsistency(small.size, large.size, small.root, large.root, proof))) {
       throw new Fail("checkpoint_inconsistent", { detail: "with " + what + "; sizes " + small.size + " and " + large.size });
@@ -274,31 +278,31 @@
   }
   async function getJSON(url) {
     const response = await fetch(url, { credentials: "omit", headers: { Accept: "application/json" } });
-    return response.ok ? response.json() : null;
+    if (!response.ok) throw new Error(url + " answered " + response.status);
+    return response.json();
   }
 
   // ---- the page ----
   function message(code, detail) {
     return (reasons[code] || code).replace(/\{(\w+)\}/g, (_, name) => (detail && detail[name] !== undefined ? String(detail[name]) : ""));
   }
-  function show(code, text, agrees) {
+  function show(code, text, agrees, neutral) {
     box.hidden = false;
     box.dataset.code = code;
     box.dataset.agrees = agrees ? "yes" : "no";
-    box.className = "verdict " + (agrees ? (code === "genuine" ? "good" : "bad") : "bad");
+    box.className = "verdict " + (neutral ? "neutral" : agrees && code === "genuine" ? "good" : "bad");
     $("browser-message").textContent = text;
   }
   async function run() {
     if (!window.crypto || !crypto.subtle) {
-      show("unsupported", "Your browser cannot check signatures here (no WebCrypto). Use the offline verifier.", false);
+      show("unsupported", "Your browser cannot check signatures here (no WebCrypto). Use the offline verifier.", false, true);
       return;
     }
     if (bundle === null) {
       show("malformed", "Your browser has nothing to check either: the text is not a receipt.", serverCode === "malformed");
       return;
     }
-    let code = "genuine", detail = {}, cp = null;
-    let latest = null;
+    let code = "genuine", detail = {}, cp = null, latest = null;
     try {
       const [jwks, head] = await Promise.all([getJSON("/.well-known/tombstone-keys.json"), getJSON("/api/v1/log/checkpoint")]);
       const keys = await importKeys(jwks);
@@ -309,14 +313,16 @@
     } catch (e) {
       if (e instanceof Fail) { code = e.code; detail = e.detail; }
       else if (e && e.name === "NotSupportedError") {
-        show("unsupported", "Your browser cannot check Ed25519 signatures. Rely on the server's check, or use the offline verifier.", false);
+        show("unsupported", "Your browser cannot check Ed25519 signatures. Rely on the server's check, or use the offline verifier.", false, true);
         return;
-      } else { code = "error"; detail = {}; console.error(e); }
+      } else {
+        show("error", "Your browser could not finish its own check (the log did not answer). Try again in a minute.", false, true);
+        return;
+      }
     }
     if (code === "genuine" && cp && latest) localStorage.setItem("tombstones.checkpoint." + cp.origin, latest);
     const agrees = code === serverCode;
-    const verdict = code === "error" ? "Your browser could not finish its check." : message(code, detail);
-    show(code, "Checked in your browser against the published keys: " + verdict + " " +
+    show(code, "Checked in your browser against the published keys: " + message(code, detail) + " " +
       (agrees ? "This agrees with our server." : "This does not agree with our server's answer: do not rely on this tombstone."), agrees);
   }
   run();

@@ -24,7 +24,6 @@ from memory.models import Record
 from retention.models import ContentClass, LegalHold, RetentionRule, RetentionTableVersion
 from tests.admin.conftest import conflicts_make, requests_bulk, staff_user
 from tests.dsr.workflow_fixtures import erasure_scenario
-from tests.factories import record, rule
 from tests.workers import Worker, queue_purge, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -65,10 +64,10 @@ def page_as(browser, live_server):
     """A browser page logged in as a staff user of the role (`superuser` for a superuser)."""
     contexts = []
 
-    def open_as(role: str):
+    def open_as(role: str, *, javascript: bool = True):
         client = Client()
         client.force_login(staff_user(role))
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context = browser.new_context(viewport={"width": 1400, "height": 1000}, java_script_enabled=javascript)
         context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
                               "value": client.cookies[settings.SESSION_COOKIE_NAME].value}])
         context.set_default_timeout(TIMEOUT_MS)
@@ -99,6 +98,7 @@ def message(page, kind: str = "success") -> str:
 
 # --- operators -------------------------------------------------------------------------------------------
 
+@pytest.mark.worker
 def test_operator_triages_a_request_from_the_queue_to_the_end_of_its_workflow(page_as, live_server, worker,
                                                                               mailoutbox):
     scenario = erasure_scenario()  # three free records, a summary, one under a 7-year rule, one under a hold
@@ -201,8 +201,24 @@ def test_operator_rejects_an_identity_and_the_request_closes_with_the_reason(pag
     assert page.locator("#actions").count() == 1 and page.locator("#actions form").count() == 0
 
 
+def test_without_javascript_the_request_page_shows_the_numbers_and_refreshes_itself(page_as, live_server):
+    c = conflicts_make()
+    # The workflow is running again (an override made it resume): one record still to do.
+    SubjectRequest.objects.filter(pk=c.request.pk).update(status=RequestStatus.EXECUTING, executed_at=None,
+                                                          notified_at=None)
+    c.request.items.filter(kind="record", object_id=c.records["governance"].pk).update(outcome="pending",
+                                                                       decision="erase")
+    page = page_as("operator", javascript=False)
+    page.goto(f"{live_server.url}/admin/dsr/subjectrequest/{c.request.pk}/change/")
+    counts = {name: page.locator(f'[data-count="{name}"]').inner_text() for name in ("planned", "done", "pending")}
+    assert counts["pending"] == "1" and int(counts["planned"]) == c.request.items.count()
+    assert '<meta http-equiv="refresh" content="5">' in page.content()  # inside <noscript>: reloads itself
+    assert page.locator("#progress").get_attribute("data-polling") == "1"
+
+
 # --- legal -----------------------------------------------------------------------------------------------
 
+@pytest.mark.worker
 def test_legal_resolves_conflicts_each_of_the_three_ways(page_as, live_server, worker, mailoutbox):
     c = conflicts_make()
     queue = f"{live_server.url}/admin/dsr/retentionconflict/"

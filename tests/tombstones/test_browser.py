@@ -121,3 +121,12 @@ def test_without_javascript_the_server_verdict_stands_alone(browser, live_server
     assert page.get_attribute("#server-verdict", "data-code") == "genuine"
     assert page.locator("#browser-verdict").is_hidden()
     context.close()
+
+
+def test_when_the_log_does_not_answer_the_browser_says_so_instead_of_a_verdict(page, live_server, receipt, settings):
+    """A rate-limited (or unreachable) log must not read as "inconsistent": the browser says it could not check."""
+    settings.LEDGER_PUBLIC_API_RATE_LIMIT = 0
+    submit(page, live_server, tombstone_id=receipt["tombstone_id"])
+    server, browser, agrees = verdicts(page, "log-unavailable")
+    assert (server, browser) == ("genuine", "error")
+    assert "could not finish" in page.inner_text("#browser-verdict")

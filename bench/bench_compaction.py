@@ -1,0 +1,281 @@
+"""Compaction of hidden records (the sweep, through the one guarded forget) against a raw SQL DELETE of the
+same rows, in the same run; and the coverage audit's time over the whole store.
+
+    .venv/bin/python bench/bench_compaction.py            # builds the store, measures, prints the ratio
+    .venv/bin/python bench/bench_compaction.py --reuse    # keeps the store of an earlier run (skips ~2 min)
+    .venv/bin/python bench/bench_compaction.py --profile  # also: where the sweep's time goes
+
+The store (PostgreSQL; DATABASE_URL, default postgres://postgres@127.0.0.1:5432/ledger_bench_sweeps, a
+database this script drops and re-creates: its name must contain "bench") is bench_forget.py's: one tenant,
+100,000 subjects, 1,000,000 records of ~300 bytes, 10% of them (class "trade-ledger") under a 7-year
+write-once rule, the rest "chat" with no rule. On top of it: 100,000 chat records (every 9th, spread across
+the table) are hidden as a soft forget leaves them (forgotten_at a day ago, erasure_pending, the forget event),
+each with 2 derived artifacts (an embedding and a summary, hidden with it, linked by lineage), and 10,000
+locked trade records are hidden too: compaction must leave those (the guard decides; both sides skip them).
+Both sides start from the same state: after each, the 100,000 rows, their 200,000 artifacts and 200,000
+lineage rows are put back from copies (with session_replication_role = replica, which needs a superuser),
+the DeletedRecord rows the sweep wrote are removed, the tables VACUUMed and a CHECKPOINT taken.
+
+Each round, in alternating order:
+  sweep: `sweep_run_sync(kind="compaction")`: the whole run in this process, batch after batch as a worker
+         does them (memory/sweeps/runs.py): per batch of LEDGER_SWEEP_BATCH rows (5,000) one transaction that
+         claims them (SELECT ... FOR UPDATE SKIP LOCKED), then `records_forget(mode="hard")`, which reads and
+         decides every row, writes the forget event, signs the tombstone (statement with every record and
+         artifact, salts, log append) and runs its set-based DELETEs (artifacts, lineage, records) and the
+         DeletedRecord rows (the 410 answers), then the run's bookkeeping;
+  raw:   in one transaction, `DELETE FROM memory_derivedartifact WHERE id IN (SELECT artifact_id FROM
+         memory_lineage JOIN memory_record ... WHERE <hidden and unlocked>)` then `DELETE FROM memory_record
+         WHERE <hidden and unlocked>` (lineage and tags go by ON DELETE CASCADE).
+Rows per second count records (the 100,000), medians over the rounds; the ratio is sweep / raw (goal 0.5).
+
+The audit: `retention.audit.coverage_audit()` once over the store before the rounds (1,000,000 ledgered
+records, every class and finding counted), timed.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import bench_forget  # noqa: E402  (the shared 1M-record store and the database helpers)
+from bench_forget import _database_ensure, _fetch, _sql, _store_build, _store_shape  # noqa: E402
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/ledger_bench_sweeps"
+GOAL = 0.5
+ELIGIBLE = "forgotten_at IS NOT NULL AND NOT held AND (retained_until IS NULL OR retained_until <= now())"
+RAW = [
+    f"DELETE FROM memory_derivedartifact WHERE id IN (SELECT l.artifact_id FROM memory_lineage l "
+    f"JOIN memory_record r ON r.id = l.source_id WHERE {ELIGIBLE.replace('forgotten_at', 'r.forgotten_at')})",
+    f"DELETE FROM memory_record WHERE {ELIGIBLE}",
+]
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--subjects", type=int, default=100_000)
+    parser.add_argument("--per-subject", type=int, default=10)
+    parser.add_argument("--eligible", type=int, default=100_000, help="hidden unlocked records to purge per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reuse", action="store_true", help="keep the store of an earlier run if it has this shape")
+    parser.add_argument("--profile", action="store_true", help="one more sweep round, timed per step and profiled")
+    parser.add_argument("--no-audit", action="store_true", help="skip the audit's timing")
+    return parser.parse_args()
+
+
+# --- the store ------------------------------------------------------------------------------------------
+
+def _hidden_build(eligible: int) -> None:
+    """Hide `eligible` chat records (every 9th) with 2 artifacts each, and 10,000 locked trades; keep copies."""
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from memory.models import ForgetEvent, ForgetMode, ForgetStatus, Tenant
+    import uuid
+
+    started = time.perf_counter()
+    tenant = Tenant.objects.get(name=bench_forget.TENANT)
+    chat = _fetch("SELECT id FROM retention_contentclass WHERE tenant_id = %s AND name = 'chat'", [tenant.pk])[0][0]
+    event = ForgetEvent.objects.create(tenant=tenant, public_id=uuid.uuid4(), actor="bench", path="bench",
+                                       target={"bench": "hidden"}, mode=ForgetMode.SOFT,
+                                       status=ForgetStatus.FORGOTTEN, outcomes={"hidden": []},
+                                       created_at=timezone.now())
+    with transaction.atomic():
+        _sql("SET LOCAL session_replication_role = replica")
+        _sql("CREATE TABLE bench_eligible AS SELECT id FROM memory_record WHERE content_class_id = %s AND id %% 9 = 4 "
+             "ORDER BY id LIMIT %s", [chat, eligible])
+        _sql("UPDATE memory_record SET forgotten_at = now() - interval '1 day', erasure_pending = true, "
+             "forget_event_id = %s WHERE id IN (SELECT id FROM bench_eligible)", [event.pk])
+        # Locked and hidden: compaction must leave them (the guard decides on both sides).
+        _sql("UPDATE memory_record SET forgotten_at = now() - interval '1 day', erasure_pending = true, "
+             "forget_event_id = %s WHERE id IN (SELECT id FROM memory_record WHERE retained_until > now() "
+             "AND id %% 10 = 3)", [event.pk])
+        for kind in ("embedding", "summary"):
+            _sql(f"""
+                WITH a AS (
+                    INSERT INTO memory_derivedartifact (tenant_id, scope_id, kind, content, holder, created_at,
+                                                        forgotten_at, forget_event_id)
+                    SELECT r.tenant_id, r.scope_id, '{kind}', '{kind} of ' || r.id, '', r.created_at,
+                           r.forgotten_at, %s
+                    FROM memory_record r JOIN bench_eligible e ON e.id = r.id ORDER BY r.id
+                    RETURNING id, split_part(content, ' of ', 2)::bigint AS source)
+                INSERT INTO memory_lineage (artifact_id, source_id) SELECT id, source FROM a""", [event.pk])
+        _sql("CREATE TABLE bench_record_copy AS SELECT r.* FROM memory_record r JOIN bench_eligible e ON e.id = r.id")
+        _sql("CREATE TABLE bench_lineage_copy AS SELECT l.* FROM memory_lineage l "
+             "JOIN bench_eligible e ON e.id = l.source_id")
+        _sql("CREATE TABLE bench_artifact_copy AS SELECT a.* FROM memory_derivedartifact a "
+             "WHERE a.id IN (SELECT artifact_id FROM bench_lineage_copy)")
+    with connection.cursor() as cursor:
+        for table in ("memory_record", "memory_derivedartifact", "memory_lineage"):
+            cursor.execute(f"VACUUM ANALYZE {table}")
+    print(f"hid {eligible:,} records with {2 * eligible:,} artifacts (and 10,000 locked ones) in "
+          f"{time.perf_counter() - started:.1f} s")
+
+
+def _hidden_shape(eligible: int) -> bool:
+    exists = _fetch("SELECT to_regclass('bench_record_copy') IS NOT NULL")[0][0]
+    return bool(exists) and _fetch("SELECT count(*) FROM bench_record_copy")[0][0] == eligible and \
+        _fetch(f"SELECT count(*) FROM memory_record WHERE {ELIGIBLE}")[0][0] == eligible
+
+
+def _reset() -> None:
+    """Put the purged rows back as they were, and forget what the sweep wrote about them."""
+    from django.db import connection, transaction
+
+    with transaction.atomic():
+        _sql("SET LOCAL session_replication_role = replica")
+        _sql("DELETE FROM memory_deletedrecord WHERE record_id IN (SELECT id FROM bench_record_copy)")
+        _sql("INSERT INTO memory_record SELECT * FROM bench_record_copy")
+        _sql("INSERT INTO memory_derivedartifact SELECT * FROM bench_artifact_copy")
+        _sql("INSERT INTO memory_lineage SELECT * FROM bench_lineage_copy")
+    with connection.cursor() as cursor:
+        for table in ("memory_record", "memory_derivedartifact", "memory_lineage", "memory_deletedrecord"):
+            cursor.execute(f"VACUUM ANALYZE {table}")
+        cursor.execute("CHECKPOINT")
+
+
+def _eligible_now() -> int:
+    return _fetch(f"SELECT count(*) FROM memory_record WHERE {ELIGIBLE}")[0][0]
+
+
+# --- the two sides -------------------------------------------------------------------------------------
+
+def _run_sweep() -> tuple[float, int, int]:
+    from memory.sweeps import sweep_run_sync
+
+    started = time.perf_counter()
+    run = sweep_run_sync(kind="compaction", actor="bench")
+    seconds = time.perf_counter() - started
+    return seconds, run.counts.get("deleted", 0), run.counts.get("derived_deleted", 0)
+
+
+def _run_raw() -> tuple[float, int, int]:
+    from django.db import transaction
+
+    started = time.perf_counter()
+    with transaction.atomic():
+        artifacts = _sql(RAW[0])
+        records = _sql(RAW[1])
+    return time.perf_counter() - started, records, artifacts
+
+
+# --- where the sweep's time goes -----------------------------------------------------------------------
+
+def _phases():
+    """bench_forget's per-step timing of records_forget, plus the sweep's own steps."""
+    from memory.sweeps import common, compaction, runs
+
+    phases = bench_forget.Phases()
+    original_installed = phases.installed
+
+    from contextlib import contextmanager
+
+    @contextmanager
+    def installed():
+        phases.wrap(compaction, "claim", "0 sweep: claim (SELECT ... FOR UPDATE SKIP LOCKED)")
+        phases.wrap(compaction, "closes_of", "0 sweep: references to the first forgets")
+        phases.wrap(runs, "_finish", "9 sweep: run summary (what waits)")
+        phases.wrap_method(type(runs.SweepBatch.objects), "create", "9 sweep: batch row")
+        with original_installed():
+            yield phases
+
+    return phases, installed
+
+
+# --- main ----------------------------------------------------------------------------------------------
+
+def main() -> None:
+    args = _args()
+    url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("LEDGER_SIGNING_PASSPHRASE", "bench-only-signing-passphrase")
+    _database_ensure(url, fresh=not args.reuse)
+
+    import django
+
+    django.setup()
+    import logging
+
+    logging.getLogger("memory.sweeps").setLevel(logging.WARNING)
+    from django.core.management import call_command
+    from django.db import connection
+
+    call_command("migrate", verbosity=0)
+    if not (args.reuse and _hidden_shape(args.eligible)):
+        if args.reuse:
+            sys.exit("bench_compaction: --reuse, but the database does not hold a store of this shape; run without "
+                     "--reuse.")
+        if not _store_shape(args.subjects, args.per_subject):
+            _store_build(args.subjects, args.per_subject)
+        _hidden_build(args.eligible)
+    records = _fetch("SELECT count(*) FROM memory_record")[0][0]
+    version = _fetch("SHOW server_version")[0][0]
+    print(f"PostgreSQL {version}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; {records:,} records, "
+          f"{args.eligible:,} hidden and unlocked (2 artifacts each); {args.rounds} rounds")
+
+    if not args.no_audit:
+        from retention.audit import coverage_audit
+
+        _sql("CHECKPOINT")
+        report = coverage_audit(actor="bench")
+        ledgered = report.totals["ledgered"]
+        print(f"coverage audit over {ledgered:,} ledgered records ({report.totals['at_rest']:,} at rest): "
+              f"{report.seconds:.2f} s = {ledgered / report.seconds:,.0f} records/s; status {report.status}, "
+              f"findings {({k: report.totals[k] for k in ('gaps', 'kept_past_mandate', 'erasure_overdue')})}")
+
+    sweep_rates, raw_rates = [], []
+    for number in range(1, args.rounds + 1):
+        order = ("sweep", "raw") if number % 2 else ("raw", "sweep")
+        for side in order:
+            assert _eligible_now() == args.eligible
+            _sql("CHECKPOINT")
+            seconds, purged, artifacts = _run_sweep() if side == "sweep" else _run_raw()
+            assert purged == args.eligible and artifacts == 2 * args.eligible, (side, purged, artifacts)
+            assert _eligible_now() == 0
+            (sweep_rates if side == "sweep" else raw_rates).append(purged / seconds)
+            print(f"  round {number} {side:<5}: {purged:,} records + {artifacts:,} artifacts in {seconds:6.2f} s "
+                  f"= {purged / seconds:>8,.0f} records/s")
+            _reset()
+
+    sweep, raw = statistics.median(sweep_rates), statistics.median(raw_rates)
+    ratio = sweep / raw
+    print(f"\ncompaction of {args.eligible:,} hidden records (2 artifacts each) in {records:,}, median of "
+          f"{args.rounds}:")
+    print(f"  sweep (records_forget, batches of 5,000): {sweep:>8,.0f} records/s")
+    print(f"  raw SQL (two DELETEs, one transaction):    {raw:>8,.0f} records/s")
+    print(f"  ratio sweep/raw:                           {ratio:.2f}  (goal {GOAL}: "
+          f"{'met' if ratio >= GOAL else 'NOT met'})")
+
+    if args.profile:
+        phases, installed = _phases()
+        _sql("CHECKPOINT")
+        with installed():
+            seconds, _, _ = _run_sweep()
+        print(f"\nwhere the sweep's time goes (one more round, {args.eligible:,} records, timed per step):")
+        print(phases.report(seconds))
+        _reset()
+        _sql("CHECKPOINT")
+        profiler = cProfile.Profile()
+        profiler.enable()
+        seconds, _, _ = _run_sweep()
+        profiler.disable()
+        _reset()
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
+        print(f"\ncProfile of the same round ({seconds:.2f} s under the profiler), by own time:")
+        print("\n".join(out.getvalue().splitlines()[:50]))
+    connection.close()
+
+
+if __name__ == "__main__":
+    main()

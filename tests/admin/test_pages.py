@@ -1,0 +1,168 @@
+"""The admin's acts when the input is wrong or the service refuses: the refusal is shown as the service
+gave it, on the form, and nothing changes; and the small pieces (the export download, the hold
+preview's guard, the version diff)."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from dsr.models import ConflictStatus, RequestStatus, RequestTransition, RetentionConflict, SubjectRequest
+from dsr.services import request_create
+from memory.models import Record
+from retention.models import LegalHold, RetentionRule
+from retention.table_diff import table_diff
+from tests.admin.conftest import conflicts_make
+from tests.dsr.test_workflow_steps import run_to_end
+from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def conflicts(mailoutbox):
+    return conflicts_make()
+
+
+def test_a_deferral_without_a_date_is_refused_by_the_form_and_changes_nothing(client_as, conflicts):
+    legal = client_as("legal")
+    response = legal.post(f"/admin/dsr/retentionconflict/{conflicts.hold.pk}/decide/",
+                          {"decision": "defer", "justification": "later"})
+    assert response.status_code == 200 and b"A deferral needs a date." in response.content
+    assert RetentionConflict.objects.get(pk=conflicts.hold.pk).status == ConflictStatus.OPEN
+
+
+def test_a_decided_conflict_cannot_be_decided_again(client_as, conflicts):
+    legal = client_as("legal")
+    url = f"/admin/dsr/retentionconflict/{conflicts.compliance.pk}/decide/"
+    assert legal.post(url, {"decision": "uphold", "justification": "SEC"}).status_code == 302
+    page = legal.get(f"/admin/dsr/retentionconflict/{conflicts.compliance.pk}/change/")
+    assert b'id="decide-form"' not in page.content and b"admin:legal-ann" in page.content
+    again = legal.post(url, {"decision": "override", "justification": "changed my mind"})
+    assert b"conflict_decided" in again.content
+    assert Record.objects.filter(pk=conflicts.records["compliance"].pk).exists()
+
+
+def test_an_illegal_move_or_a_second_extension_shows_the_services_refusal(client_as, tenant, mailoutbox):
+    request = request_create(tenant=tenant, subject_ref="s-1", type="erasure", regulation="gdpr", channel="email",
+                             contact_email="s1@example.org", actor="api")
+    operator = client_as("operator")
+    assert operator.post(f"/admin/dsr/subjectrequest/{request.pk}/extend/", {"reason": "busy"}).status_code == 302
+    second = operator.post(f"/admin/dsr/subjectrequest/{request.pk}/extend/", {"reason": "still busy"})
+    assert second.status_code == 200 and b"already_extended" in second.content
+    started = operator.post(f"/admin/dsr/subjectrequest/{request.pk}/start/", {})
+    assert b"not_verified" in started.content
+    empty = operator.post(f"/admin/dsr/subjectrequest/{request.pk}/verify/", {"method": ""})
+    assert empty.status_code == 200 and b"This field is required" in empty.content
+    request.refresh_from_db()
+    assert request.status == RequestStatus.RECEIVED
+    assert list(request.history.values_list("action", flat=True)) == ["received", "extend"]
+    assert len(mailoutbox) == 1
+
+
+def test_every_act_is_logged_in_the_admins_log_with_what_happened(client_as, tenant, mailoutbox):
+    from django.contrib.admin.models import LogEntry
+
+    request = request_create(tenant=tenant, subject_ref="s-2", type="erasure", regulation="ccpa", channel="letter",
+                             contact_email="s2@example.org", actor="api")
+    operator = client_as("operator")
+    operator.post(f"/admin/dsr/subjectrequest/{request.pk}/verify/", {"method": "notarised letter"})
+    entry = LogEntry.objects.get(object_id=str(request.pk))
+    assert entry.user.username == "operator-ann" and "notarised letter" in entry.get_change_message()
+    assert RequestTransition.objects.filter(request=request, action="verify_identity",
+                                            actor="admin:operator-ann").exists()
+
+
+def test_an_access_requests_export_downloads_from_its_page(client_as, mailoutbox):
+    scenario = erasure_scenario()
+    request = verified_request(scenario, type="access")
+    run_to_end(request.pk)
+    auditor = client_as("auditor")
+    page = auditor.get(f"/admin/dsr/subjectrequest/{request.pk}/change/")
+    assert b'id="export-link"' in page.content
+    export = auditor.get(f"/admin/dsr/subjectrequest/{request.pk}/export/")
+    assert export["Content-Disposition"] == f'attachment; filename="request-{request.pk}-export.json"'
+    assert {r["id"] for r in export.json()["records"]} == {r.pk for r in scenario.free} | {
+        scenario.under_rule.pk, scenario.under_hold.pk}
+
+
+def test_a_hold_is_placed_only_as_previewed(client_as, tenant, chat):
+    from tests.factories import record
+
+    ids = [record(tenant, chat, subject="s-9", scope=f"user:9/session:{i}").pk for i in range(3)]
+    legal = client_as("legal")
+    form = {"tenant": tenant.pk, "matter": "Audit 2026", "authority": "regulator letter", "target": "records",
+            "record_ids": f"{ids[0]}, {ids[1]}"}
+    preview = legal.post("/admin/retention/legalhold/add/", {**form, "_preview": "1"})
+    assert preview.context["preview"] == 2
+    key = preview.context["preview_key"]
+    # The form was changed after the preview: shown again with the new count, not placed.
+    changed = legal.post("/admin/retention/legalhold/add/", {**form, "record_ids": " ".join(map(str, ids)),
+                                                              "preview_key": key, "_confirm": "1"})
+    assert changed.status_code == 200 and changed.context["preview"] == 3
+    assert not LegalHold.objects.exists()
+    placed = legal.post("/admin/retention/legalhold/add/", {**form, "preview_key": key, "_confirm": "1"})
+    assert placed.status_code == 302
+    assert sorted(Record.objects.filter(held=True).values_list("pk", flat=True)) == ids[:2]
+    missing = legal.post("/admin/retention/legalhold/add/", {**form, "record_ids": "999999", "_preview": "1"})
+    assert missing.context["preview"] == 0
+
+
+def test_a_hold_target_must_belong_to_the_tenant(client_as, tenant, other_tenant):
+    from tests.factories import ContentClassFactory
+
+    theirs = ContentClassFactory(tenant=other_tenant, name="theirs")
+    response = client_as("legal").post("/admin/retention/legalhold/add/", {
+        "tenant": tenant.pk, "matter": "m", "target": "content_class", "content_class": theirs.pk, "_preview": "1"})
+    assert b"Choose a content class of acme" in response.content
+    response = client_as("legal").post("/admin/retention/legalhold/add/", {
+        "tenant": tenant.pk, "matter": "m", "target": "subject", "subject_ref": "nobody", "_preview": "1"})
+    assert b"No subject with this reference" in response.content
+    assert not LegalHold.objects.exists()
+
+
+def test_the_retention_table_diff_names_each_change():
+    before = [{"id": 1, "content_class": "chat", "kind": "pact", "duration_days": 30, "authority": "P1",
+               "mode": "governance", "protects": "existence"},
+              {"id": 2, "content_class": "trades", "kind": "regulatory", "duration_days": 2557, "authority": "SEC",
+               "mode": "compliance", "protects": "content"}]
+    after = [{**before[1], "duration_days": 3650},
+             {"id": 3, "content_class": "mail", "kind": "operational", "duration_days": 90, "authority": "ops",
+              "mode": "governance", "protects": "existence"}]
+    changes = table_diff(before, after)
+    assert [(c.rule_id, c.change) for c in changes] == [(1, "removed"), (2, "changed"), (3, "added")]
+    assert changes[1].fields == (("duration_days", 2557, 3650),)
+    assert "duration_days 2557 → 3650" in changes[1].describe()
+    assert [c.change for c in table_diff(None, before)] == ["added", "added"]
+
+
+def test_the_queue_finds_a_done_request_by_its_id_and_widens_to_all(client_as, tenant):
+    request = request_create(tenant=tenant, subject_ref="s-3", type="erasure", regulation="gdpr", channel="api",
+                             actor="api")
+    SubjectRequest.objects.filter(pk=request.pk).update(status=RequestStatus.CLOSED)
+    operator = client_as("operator")
+    assert operator.get("/admin/dsr/subjectrequest/").context["cl"].result_count == 0  # the open queue
+    found = operator.get("/admin/dsr/subjectrequest/", {"q": str(request.pk)})
+    assert [r.pk for r in found.context["cl"].result_list] == [request.pk]
+    by_ref = operator.get("/admin/dsr/subjectrequest/", {"q": "s-3"})
+    assert [r.pk for r in by_ref.context["cl"].result_list] == [request.pk]
+    overdue = operator.get("/admin/dsr/subjectrequest/", {"queue": "overdue"})
+    assert overdue.context["cl"].result_count == 0
+
+
+def test_a_rule_added_through_the_admin_versions_the_table(client_as, tenant, chat):
+    legal = client_as("legal")
+    response = legal.post("/admin/retention/retentionrule/add/", {
+        "content_class": chat.pk, "kind": "pact", "duration_days": 0, "authority": "x", "mode": "governance",
+        "protects": "existence"})
+    assert response.status_code == 200 and not RetentionRule.objects.exists()
+    response = legal.post("/admin/retention/retentionrule/add/", {
+        "content_class": chat.pk, "kind": "pact", "duration_days": 45, "authority": "Pact 7", "mode": "governance",
+        "protects": "existence"})
+    rule = RetentionRule.objects.get()
+    assert response.status_code == 302 and response["Location"].endswith(f"/{rule.pk}/change/")
+    versions = legal.get("/admin/retention/retentiontableversion/")
+    assert b"added rule" in versions.content
+    assert (rule.tenant, rule.duration_days, rule.mode) == (tenant, 45, "governance")
+    assert timezone.now() - rule.created_at < timedelta(minutes=1)
