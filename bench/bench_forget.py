@@ -224,66 +224,105 @@ def _run_raw(subject_ids: list[int]) -> tuple[float, int]:
 # --- where the service's time goes ---------------------------------------------------------------------
 
 class Phases:
-    """Wall time per step of `records_forget`, by wrapping the module functions it calls (bench-only)."""
+    """Time per step of `records_forget`, by wrapping the module functions it calls (bench-only: nothing in
+    memory/ or tombstones/ changes). For each step: its wall time, and the part of it spent in
+    `cursor.execute` (psycopg's client-side query conversion, the round trip and the server's work), of
+    which psycopg's conversion of the query text alone."""
 
     def __init__(self):
-        self.seconds: dict[str, float] = {}
+        self.wall: dict[str, float] = {}
+        self.db: dict[str, float] = {}
+        self.convert: dict[str, float] = {}
+        self.queries: dict[str, int] = {}
+        self._stack: list[str] = ["(elsewhere)"]
         self._patched: list[tuple[object, str, object]] = []
 
-    def wrap(self, module, name: str, label: str) -> None:
-        original = getattr(module, name)
+    def _add(self, table: dict, seconds: float) -> None:
+        table[self._stack[-1]] = table.get(self._stack[-1], 0.0) + seconds
+
+    def wrap(self, owner, name: str, label: str) -> None:
+        original = getattr(owner, name)
 
         @wraps(original)
         def timed(*args, **kwargs):
+            self._stack.append(label)
             started = time.perf_counter()
             try:
                 return original(*args, **kwargs)
             finally:
-                self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - started
+                self._stack.pop()
+                self.wall[label] = self.wall.get(label, 0.0) + time.perf_counter() - started
 
-        setattr(module, name, timed)
-        self._patched.append((module, name, original))
+        setattr(owner, name, timed)
+        self._patched.append((owner, name, original))
 
-    def wrap_method(self, cls, name: str, label: str) -> None:
-        self.wrap(cls, name, label)
+    def _execute(self, execute, sql, params, many, context):
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self._add(self.db, time.perf_counter() - started)
+            self.queries[self._stack[-1]] = self.queries.get(self._stack[-1], 0) + 1
 
     @contextmanager
     def installed(self):
+        from django.db import connection
         from django.db.transaction import Atomic
+        from psycopg import _queries
 
         from memory.models import ForgetEvent
         from memory.services import forget, targets
         from tombstones.services import issue
 
         self.wrap(forget, "_rows", "1 read the target's rows (ORM values_list)")
-        self.wrap(forget, "_decide", "2 decide per row")
+        self.wrap(forget, "_decide", "2 decide, per row")
         self.wrap(forget, "_refusal_reasons", "2 refusal reasons")
         self.wrap(forget, "_artifacts_of", "3 find derived artifacts (lineage)")
-        self.wrap_method(targets.ForgetTarget, "describe", "4 forget event: target.describe")
+        self.wrap(targets.ForgetTarget, "describe", "4 forget event: target.describe")
         self.wrap(forget, "_outcomes_by_kind", "4 forget event: outcomes JSON")
-        self.wrap_method(type(ForgetEvent.objects), "create", "4 forget event: INSERT")
+        self.wrap(type(ForgetEvent.objects), "create", "4 forget event: INSERT")
         self.wrap(forget, "_copies_track", "5 track copies (archives, fleet)")
-        self.wrap(forget, "_tombstone_issue", "6 tombstone, total")
-        self.wrap(issue, "statement_complete", "6a tombstone: validate statement")
+        self.wrap(forget, "_tombstone_issue", "6 tombstone, all of it")
+        self.wrap(issue, "statement_complete", "6a tombstone: validate the statement")
         self.wrap(issue, "statement_bytes", "6b tombstone: canonicalize (RFC 8785)")
-        self.wrap(issue, "pae", "6c tombstone: DSSE PAE")
-        self.wrap(issue, "key_private", "6d tombstone: load key")
-        self.wrap(issue, "salts_check", "6e tombstone: check salts")
-        self.wrap(issue, "log_append", "6f tombstone: log append")
-        self.wrap_method(type(ForgetEvent.objects), "bulk_create", "6g INSERT tombstone + salts (bulk_create)")
-        self.wrap(forget, "_execute", "7 UPDATE batches")
-        self.wrap_method(Atomic, "__exit__", "8 transaction exit (COMMIT)")
+        self.wrap(issue, "salts_check", "6c tombstone: check the salts")
+        if hasattr(issue, "log_lock"):
+            self.wrap(issue, "log_lock", "6d tombstone: lock the log head")
+        self.wrap(issue, "log_append", "6d tombstone: log append")
+        if hasattr(issue, "rows_insert"):
+            self.wrap(issue, "rows_insert", "6e tombstone: INSERT tombstone + salts")
+        self.wrap(forget, "_execute", "7 the UPDATE batches")
+        self.wrap(Atomic, "__exit__", "8 transaction exit (COMMIT)")
+        # Nested inside whatever step runs a query:
+        original_convert = _queries.PostgresQuery.convert
+
+        def convert(query_self, *args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original_convert(query_self, *args, **kwargs)
+            finally:
+                self._add(self.convert, time.perf_counter() - started)
+
+        _queries.PostgresQuery.convert = convert
         try:
-            yield self
+            with connection.execute_wrapper(self._execute):
+                yield self
         finally:
-            for module, name, original in reversed(self._patched):
-                setattr(module, name, original)
+            _queries.PostgresQuery.convert = original_convert
+            for owner, name, original in reversed(self._patched):
+                setattr(owner, name, original)
 
     def report(self, total: float) -> str:
-        lines = [f"  {'step':<48} {'seconds':>8} {'share':>6}"]
-        for label, seconds in sorted(self.seconds.items()):
-            lines.append(f"  {label:<48} {seconds:8.3f} {seconds / total:6.1%}")
-        lines.append(f"  {'(total service time)':<48} {total:8.3f}")
+        lines = [f"  {'step (wall time includes its sub-steps)':<46} {'wall s':>7} {'share':>6} {'queries':>7} "
+                 f"{'execute s':>9} {'psycopg s':>9}"]
+        for label in sorted(set(self.wall) | set(self.db)):
+            wall = self.wall.get(label)
+            lines.append(f"  {label:<46} {wall if wall is not None else float('nan'):7.3f} "
+                         f"{(wall or 0) / total:6.1%} {self.queries.get(label, 0):7d} {self.db.get(label, 0):9.3f} "
+                         f"{self.convert.get(label, 0):9.3f}")
+        lines.append(f"  {'(records_forget, total)':<46} {total:7.3f}")
+        lines.append("  execute s: time in cursor.execute directly under that step (psycopg's conversion of the "
+                     "query text,\n  the round trip, the server's work); psycopg s: of which the conversion alone.")
         return "\n".join(lines)
 
 

@@ -79,13 +79,19 @@ def _query_valid(q: object) -> str:
     return q.strip()
 
 
-def records_search(*, tenant: Tenant, q: str, limit: int = 20) -> list[Record]:
-    """Keyword search: records whose content contains the words of `q` (case-insensitive)."""
+def records_search(*, tenant: Tenant, q: str, limit: int = 20, within_ids: list[int] | None = None) -> list[Record]:
+    """Keyword search: records whose content contains the words of `q` (case-insensitive).
+
+    `within_ids` restricts the candidates to those records: how confirm-erasure probes this path for
+    the records it checks without scanning the whole store.
+    """
     q, limit = _query_valid(q), _limit_valid(limit)
-    candidates = Record.objects.filter(tenant=tenant)
+    candidates = Record.objects.filter(tenant=tenant, forgotten_at__isnull=True, redacted_at__isnull=True)
+    if within_ids is not None:
+        candidates = candidates.filter(pk__in=within_ids)
     for word in q.split()[:10]:
         candidates = candidates.filter(content__icontains=word)
-    ids = list(candidates.order_by("-pk").values_list("pk", flat=True)[: limit * 2])
+    ids = list(candidates.order_by("-pk").values_list("pk", flat=True)[:limit])
     return list(_visible_records(tenant, ids).order_by("-pk")[:limit])
 
 
@@ -95,14 +101,18 @@ class SimilarHit:
     score: float
 
 
-def similarity_candidates(*, tenant: Tenant, text: str, k: int) -> list[tuple[int, float]]:
+def similarity_candidates(*, tenant: Tenant, text: str, k: int,
+                          within_ids: list[int] | None = None) -> list[tuple[int, float]]:
     """The similarity index: (record id, cosine) of the nearest embeddings, before the final step.
 
     Brute force over the tenant's live embedding vectors with NumPy; the index is the
     `DerivedArtifact(kind=embedding)` rows themselves, so a forgotten embedding leaves it with its row.
     """
-    rows = list(DerivedArtifact.objects.filter(tenant=tenant, kind=ArtifactKind.EMBEDDING, vector__isnull=False,
-                                                forgotten_at__isnull=True).values_list("pk", "vector"))
+    index = DerivedArtifact.objects.filter(tenant=tenant, kind=ArtifactKind.EMBEDDING, vector__isnull=False,
+                                           forgotten_at__isnull=True)
+    if within_ids is not None:
+        index = index.filter(lineage__source_id__in=within_ids)
+    rows = list(index.values_list("pk", "vector"))
     if not rows:
         return []
     model = embedder()
@@ -118,9 +128,10 @@ def similarity_candidates(*, tenant: Tenant, text: str, k: int) -> list[tuple[in
     return sorted(best.items(), key=lambda item: -item[1])
 
 
-def records_similar(*, tenant: Tenant, q: str, limit: int = 10) -> list[SimilarHit]:
+def records_similar(*, tenant: Tenant, q: str, limit: int = 10,
+                    within_ids: list[int] | None = None) -> list[SimilarHit]:
     q, limit = _query_valid(q), _limit_valid(limit)
-    candidates = similarity_candidates(tenant=tenant, text=q, k=limit)
+    candidates = similarity_candidates(tenant=tenant, text=q, k=limit, within_ids=within_ids)
     visible = {r.pk: r for r in _visible_records(tenant, [pk for pk, _ in candidates])}
     return [SimilarHit(visible[pk], score) for pk, score in candidates if pk in visible][:limit]
 

@@ -130,7 +130,7 @@ def _search_probe(tenant: Tenant, ids: list[int], rows: dict) -> list[dict]:
     for pk in _with_content(ids, rows):
         content = rows[pk][0]
         words = " ".join(content.split()[:5])[:200]
-        if words and any(r.pk == pk for r in selectors.records_search(tenant=tenant, q=words, limit=50)):
+        if words and selectors.records_search(tenant=tenant, q=words, limit=1, within_ids=[pk]):
             found.append({"record_id": pk, "path": "keyword_search", "gap": "visible"})
     return found
 
@@ -145,8 +145,7 @@ def _similarity_probe(tenant: Tenant, ids: list[int], rows: dict) -> list[dict]:
                           "gap": "vector_at_rest"})
     for pk in _with_content(ids, rows):
         content = rows[pk][0]
-        if any(h.record.pk == pk for h in selectors.records_similar(tenant=tenant, q=content[:1000],
-                                                                                  limit=50)):
+        if selectors.records_similar(tenant=tenant, q=content[:1000], limit=1, within_ids=[pk]):
             found.append({"record_id": pk, "path": "similarity_search", "gap": "visible"})
     return found
 

@@ -1,0 +1,176 @@
+"""Erase 1,000 subjects through the erasure workflow on one real Celery worker, against doing the same
+deletes with raw SQL, in the same run.
+
+    .venv/bin/python bench/bench_workflow.py            # builds the store, measures, prints the ratio
+    .venv/bin/python bench/bench_workflow.py --reuse    # keeps the store of an earlier run
+
+The store (PostgreSQL; DATABASE_URL, default postgres://postgres@127.0.0.1:5432/ledger_bench_workflow, a
+database this script drops and re-creates): bench_forget.py's 1,000,000 records over 100,000 subjects
+(10 each; each subject's first record is a trade under a 7-year write-once compliance rule), plus, for the
+2,000 subjects measured here, 10 derived artifacts each (one summary per record, with lineage).
+
+Workflow side: 1,000 verified GDPR erasure requests, started at once; one worker (`--pool=solo`, Redis
+broker) runs every step of every request: plan, evaluate, execute (the one guarded forget: a signed
+tombstone per decision, derivatives erased), confirm (every read path probed), notify (the outcome mail,
+with the receipts, to Django's locmem mail backend). Timed from the first start to the last notice.
+
+Raw side: for each of 1,000 other subjects, one transaction doing the same deletes: the derived
+artifacts (their lineage cascades), the nine unlocked records, a hide of the locked one, and one audit
+row; no tombstone, no confirmation, no notice. Subjects per second on each side and the ratio
+(goal 0.3).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/ledger_bench_workflow"
+GOAL = 0.3
+QUEUE = "ledger-bench-workflow"
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--subjects", type=int, default=1000, help="subjects erased on each side")
+    parser.add_argument("--reuse", action="store_true")
+    return parser.parse_args()
+
+
+def _setup(url: str, reuse: bool) -> None:
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/13")
+    os.environ["CELERY_TASK_DEFAULT_QUEUE"] = QUEUE
+    os.environ.setdefault("LEDGER_SIGNING_PASSPHRASE", "bench-only-passphrase")
+    os.environ["EMAIL_BACKEND"] = "django.core.mail.backends.locmem.EmailBackend"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import bench_forget
+
+    bench_forget._database_ensure(url, fresh=not reuse)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    if not reuse or not bench_forget._store_shape(100_000, 10):
+        bench_forget._store_build(100_000, 10)
+
+
+def _derived_add(subject_ids: list[int]) -> None:
+    """One summary per record of these subjects, with lineage: 10 derived artifacts per subject."""
+    from bench_forget import _sql
+
+    _sql("""
+        WITH src AS (SELECT id, tenant_id, scope_id FROM memory_record WHERE subject_id = ANY(%s)),
+             made AS (
+                INSERT INTO memory_derivedartifact (tenant_id, scope_id, kind, content, vector, holder, created_at,
+                                                    forgotten_at, redacted_at, forget_event_id)
+                SELECT tenant_id, scope_id, 'summary', 'summary of ' || id, NULL, '', now(), NULL, NULL, NULL
+                FROM src ORDER BY id RETURNING id, content)
+        INSERT INTO memory_lineage (artifact_id, source_id)
+        SELECT made.id, split_part(made.content, ' ', 3)::bigint FROM made
+    """, [subject_ids])
+
+
+def _requests_create(tenant, subject_ids: list[int]) -> list[int]:
+    from django.utils import timezone
+
+    from dsr.models import RequestStatus, SubjectRequest
+
+    now = timezone.now()
+    made = SubjectRequest.objects.bulk_create([
+        SubjectRequest(tenant=tenant, subject_id=sid, type="erasure", regulation="gdpr", received_at=now,
+                       due_date=now.date(), contact_email="subject@example.org", status=RequestStatus.VERIFIED,
+                       identity_verified_by="bench", identity_method="bench", identity_verified_at=now)
+        for sid in subject_ids])
+    return [r.pk for r in made]
+
+
+def _run_workflow(tenant, subject_ids: list[int]) -> float:
+    from config.celery import app
+    from dsr.models import SubjectRequest
+    from dsr.services.workflow import PLAN
+    from dsr.tasks import workflow_step
+
+    request_ids = _requests_create(tenant, subject_ids)
+    with app.connection_for_write() as conn:
+        conn.default_channel.queue_purge(QUEUE)
+    log = open(ROOT / "var" / "bench-workflow-worker.log", "wb")
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "-Q", QUEUE,
+                               "--without-gossip", "--without-mingle", "--loglevel=warning"],
+                              cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        time.sleep(3)  # the worker's own start-up is not the workflow's cost
+        started = time.perf_counter()
+        for request_id in request_ids:
+            workflow_step.delay(request_id, PLAN)
+        while SubjectRequest.objects.filter(pk__in=request_ids, notified_at__isnull=True).exists():
+            if worker.poll() is not None:
+                sys.exit("bench_workflow: the worker died; see var/bench-workflow-worker.log")
+            time.sleep(0.2)
+        elapsed = time.perf_counter() - started
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+    statuses = set(SubjectRequest.objects.filter(pk__in=request_ids).values_list("status", flat=True))
+    assert statuses == {"partially_completed"}, statuses
+    return elapsed
+
+
+def _run_raw(subject_ids: list[int]) -> float:
+    import psycopg
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    started = time.perf_counter()
+    with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"]) as conn:
+        for sid in subject_ids:
+            with conn.transaction():
+                conn.execute("DELETE FROM memory_derivedartifact WHERE id IN (SELECT artifact_id FROM memory_lineage "
+                             "WHERE source_id IN (SELECT id FROM memory_record WHERE subject_id = %s))", [sid])
+                conn.execute("UPDATE memory_record SET forgotten_at = now(), erasure_pending = true "
+                             "WHERE subject_id = %s AND retained_until > now()", [sid])
+                conn.execute("DELETE FROM memory_record WHERE subject_id = %s AND NOT held "
+                             "AND (retained_until IS NULL OR retained_until <= now())", [sid])
+                conn.execute("INSERT INTO dsr_requesttransition (request_id, from_status, to_status, action, actor, "
+                             "note, at) SELECT min(id), '', '', 'raw_erasure', 'bench', %s, now() "
+                             "FROM dsr_subjectrequest", [str(sid)])
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    args = _args()
+    _setup(os.environ.get("DATABASE_URL", DEFAULT_URL), args.reuse)
+    from bench_forget import TENANT, _fetch, _sql
+    from memory.models import Tenant
+
+    tenant = Tenant.objects.get(name=TENANT)
+    untouched = [row[0] for row in _fetch(
+        "SELECT subject_id FROM memory_record WHERE tenant_id = %s GROUP BY subject_id "
+        "HAVING bool_and(forgotten_at IS NULL) ORDER BY subject_id LIMIT %s", [tenant.pk, 2 * args.subjects])]
+    workflow_side, raw_side = untouched[: args.subjects], untouched[args.subjects:]
+    _derived_add(untouched)
+    workflow_seconds = _run_workflow(tenant, workflow_side)
+    if not _fetch("SELECT 1 FROM dsr_subjectrequest LIMIT 1"):
+        sys.exit("no request to hang the raw side's audit rows on")
+    raw_seconds = _run_raw(raw_side)
+    left = _fetch("SELECT count(*) FROM memory_record WHERE subject_id = ANY(%s) AND forgotten_at IS NULL",
+                  [workflow_side + raw_side])[0][0]
+    assert left == 0, f"{left} records still visible"
+    workflow_rate, raw_rate = args.subjects / workflow_seconds, args.subjects / raw_seconds
+    print(f"workflow (1 worker): {args.subjects} subjects in {workflow_seconds:.1f} s = {workflow_rate:,.1f} subjects/s")
+    print(f"raw SQL:             {args.subjects} subjects in {raw_seconds:.1f} s = {raw_rate:,.1f} subjects/s")
+    ratio = workflow_rate / raw_rate
+    print(f"ratio workflow/raw: {ratio:.3f} (goal {GOAL}: {'met' if ratio >= GOAL else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()
