@@ -65,7 +65,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--forget", type=int, default=10_000, help="subjects forgotten per round")
     parser.add_argument("--subjects-per-call", type=int, default=10_000,
                         help="subjects per records_forget call (the service takes at most 10,000)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="0: no measurement (with --profile: only the profile)")
     parser.add_argument("--reuse", action="store_true", help="keep the store of an earlier run if it has this shape")
     parser.add_argument("--profile", action="store_true",
                         help="after the rounds, run the service once more under cProfile and print the top functions")
@@ -256,6 +256,20 @@ class Phases:
         setattr(owner, name, timed)
         self._patched.append((owner, name, original))
 
+    def wrap_convert(self, cls) -> None:
+        original = cls.__dict__["convert"]
+
+        @wraps(original)
+        def convert(query_self, *args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original(query_self, *args, **kwargs)
+            finally:
+                self._add(self.convert, time.perf_counter() - started)
+
+        cls.convert = convert
+        self._patched.append((cls, "convert", original))
+
     def _execute(self, execute, sql, params, many, context):
         started = time.perf_counter()
         try:
@@ -293,22 +307,14 @@ class Phases:
             self.wrap(issue, "rows_insert", "6e tombstone: INSERT tombstone + salts")
         self.wrap(forget, "_execute", "7 the UPDATE batches")
         self.wrap(Atomic, "__exit__", "8 transaction exit (COMMIT)")
-        # Nested inside whatever step runs a query:
-        original_convert = _queries.PostgresQuery.convert
-
-        def convert(query_self, *args, **kwargs):
-            started = time.perf_counter()
-            try:
-                return original_convert(query_self, *args, **kwargs)
-            finally:
-                self._add(self.convert, time.perf_counter() - started)
-
-        _queries.PostgresQuery.convert = convert
+        # Nested inside whatever step runs a query. Django's default cursor binds on the client: psycopg
+        # splits the SQL text at its placeholders and merges the quoted parameters into it.
+        for cls in (_queries.PostgresQuery, _queries.PostgresClientQuery):
+            self.wrap_convert(cls)
         try:
             with connection.execute_wrapper(self._execute):
                 yield self
         finally:
-            _queries.PostgresQuery.convert = original_convert
             for owner, name, original in reversed(self._patched):
                 setattr(owner, name, original)
 
@@ -382,6 +388,15 @@ def main() -> None:
             print(f"  round {number} {side:<7}: {rows:,} rows in {seconds:6.3f} s = {rows / seconds:>9,.0f} rows/s")
             _reset(subject_ids)
 
+    if service_rates:
+        _summary(args, service_rates, raw_rates)
+    if args.profile:
+        _profile(tenant, ids_by_ref, rounds[-1], args, rows_per_round)
+    connection.close()
+
+
+def _summary(args, service_rates: list[float], raw_rates: list[float]) -> None:
+    rows_per_round = args.forget * args.per_subject
     service, raw = statistics.median(service_rates), statistics.median(raw_rates)
     ratio = service / raw
     # Each round's two sides run back to back: their ratio is less exposed to the machine's other load.
@@ -393,28 +408,33 @@ def main() -> None:
     print(f"  ratio service/raw:        {ratio:.2f}  (goal {GOAL}: {'met' if ratio >= GOAL else 'NOT met'}); "
           f"median of the rounds' own ratios: {paired:.2f}")
 
-    if args.profile:
-        refs = [f"subject-{n}" for n in rounds[-1]]
-        _prepare()
-        phases = Phases()
-        with phases.installed():
-            seconds, _, _ = _run_service(tenant, refs, args.subjects_per_call)
-        print(f"\nwhere the service's time goes (one more round, {rows_per_round:,} rows, timed per step):")
-        print(phases.report(seconds))
-        _reset([ids_by_ref[r] for r in refs])
-        _prepare()
-        profiler = cProfile.Profile()
-        refs = [f"subject-{n}" for n in rounds[-1]]
-        profiler.enable()
-        seconds, _, _ = _run_service(tenant, refs, args.subjects_per_call)
-        profiler.disable()
-        _reset([ids_by_ref[r] for r in refs])
-        out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(35)
-        print(f"\ncProfile of the same round ({seconds:.2f} s under the profiler), by cumulative time:")
-        print("\n".join(out.getvalue().splitlines()[:60]))
-    connection.close()
 
+def _profile(tenant, ids_by_ref: dict[str, int], ordinals: list[int], args, rows_per_round: int) -> None:
+    """One more set of subjects: the service timed per step, the raw UPDATE on the same rows for scale,
+    then the service again under cProfile."""
+    refs = [f"subject-{n}" for n in ordinals]
+    subject_ids = [ids_by_ref[r] for r in refs]
+    _prepare()
+    phases = Phases()
+    with phases.installed():
+        seconds, _, _ = _run_service(tenant, refs, args.subjects_per_call)
+    _reset(subject_ids)
+    _prepare()
+    raw_seconds, _ = _run_raw(subject_ids)
+    _reset(subject_ids)
+    print(f"\nwhere the service's time goes (one more set of {args.forget:,} subjects, {rows_per_round:,} rows; "
+          f"the raw UPDATE took {raw_seconds:.3f} s on the same rows just after):")
+    print(phases.report(seconds))
+    _prepare()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    seconds, _, _ = _run_service(tenant, refs, args.subjects_per_call)
+    profiler.disable()
+    _reset(subject_ids)
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(35)
+    print(f"\ncProfile of the same round ({seconds:.2f} s under the profiler), by cumulative time:")
+    print("\n".join(out.getvalue().splitlines()[:60]))
 
 if __name__ == "__main__":
     main()

@@ -7,8 +7,9 @@ It trusts storage, not the system's account of itself:
     from the rule rows (the longer wins, and a difference between the two is reported), and the active
     legal holds, applied to the ledger's own copy of each record's tenant, class, subject, scope and
     creation time (never the record's `retained_until` or `held`, which the system computed);
-  - what was deleted on purpose: the record ids with outcome `deleted` in the signed tombstones' statements
-    (a tombstone that excuses a mandated record is verified before it is believed);
+  - what was deleted on purpose: the record ids with outcome `deleted` in the signed tombstones' statements,
+    indexed once per tombstone as the log grows (retention.TombstonedDeletion, append-only); a tombstone
+    that excuses a mandated record is read and verified before it is believed;
   - what is at rest: memory_record itself. Never ForgetEvent, DeletedRecord or SweepRun.
 
 Per content class it reports:
@@ -132,14 +133,18 @@ class _Dialect:
         return sql, [v for row in rows for v in row]
 
     @property
-    def tombstoned(self) -> str:
+    def index_insert(self) -> str:
+        """Index the deletions listed by the tombstones logged in (from, to] (leaf positions)."""
         if self.pg:
-            return ("SELECT DISTINCT (r.value ->> 'record_id')::bigint AS record_id FROM tombstones_tombstone t "
-                    "CROSS JOIN LATERAL jsonb_array_elements(convert_from(t.payload, 'UTF8')::jsonb -> 'execution' "
-                    "-> 'records') r WHERE r.value ->> 'outcome' = 'deleted'")
-        return ("SELECT DISTINCT CAST(json_extract(r.value, '$.record_id') AS INTEGER) AS record_id "
+            return ("INSERT INTO retention_tombstoneddeletion (tombstone_id, leaf_index, tenant_id, record_id) "
+                    "SELECT t.id, t.leaf_index, t.tenant_id, (r.value ->> 'record_id')::bigint "
+                    "FROM tombstones_tombstone t CROSS JOIN LATERAL jsonb_array_elements(convert_from(t.payload, "
+                    "'UTF8')::jsonb -> 'execution' -> 'records') r "
+                    "WHERE t.leaf_index > %s AND t.leaf_index <= %s AND r.value ->> 'outcome' = 'deleted'")
+        return ("INSERT INTO retention_tombstoneddeletion (tombstone_id, leaf_index, tenant_id, record_id) "
+                "SELECT t.id, t.leaf_index, t.tenant_id, CAST(json_extract(r.value, '$.record_id') AS INTEGER) "
                 "FROM tombstones_tombstone t, json_each(CAST(t.payload AS TEXT), '$.execution.records') r "
-                "WHERE json_extract(r.value, '$.outcome') = 'deleted'")
+                "WHERE t.leaf_index > %s AND t.leaf_index <= %s AND json_extract(r.value, '$.outcome') = 'deleted'")
 
 
 def _rows_sql(d: _Dialect, mandates: dict[int, Mandate]) -> tuple[str, list]:
@@ -148,15 +153,20 @@ def _rows_sql(d: _Dialect, mandates: dict[int, Mandate]) -> tuple[str, list]:
     f = d.false
     sql = f"""
 WITH m(content_class_id, days, pact_days) AS (VALUES {values}),
+ledger AS (
+    -- The latest write of each record id (an id written twice: a raw re-insert after a delete).
+    SELECT * FROM retention_writeledgerentry l WHERE NOT EXISTS (
+        SELECT 1 FROM retention_writeledgerentry later WHERE later.record_id = l.record_id AND later.id > l.id)
+),
 active AS (SELECT id, subject_id, content_class_id, scope_id FROM retention_legalhold WHERE released_at IS NULL),
 held AS (
-    SELECT l.record_id FROM retention_writeledgerentry l JOIN active h ON h.subject_id = l.subject_id
-    UNION SELECT l.record_id FROM retention_writeledgerentry l JOIN active h ON h.content_class_id = l.content_class_id
-    UNION SELECT l.record_id FROM retention_writeledgerentry l
+    SELECT l.record_id FROM ledger l JOIN active h ON h.subject_id = l.subject_id
+    UNION SELECT l.record_id FROM ledger l JOIN active h ON h.content_class_id = l.content_class_id
+    UNION SELECT l.record_id FROM ledger l
           JOIN memory_scopeclosure c ON c.descendant_id = l.scope_id JOIN active h ON h.scope_id = c.ancestor_id
     UNION SELECT hr.record_id FROM retention_holdrecord hr JOIN active h ON h.id = hr.hold_id
 ),
-tomb AS ({d.tombstoned}),
+tomb AS (SELECT DISTINCT record_id FROM retention_tombstoneddeletion),
 restricted AS (
     SELECT i.object_id AS record_id FROM dsr_requestitem i JOIN dsr_subjectrequest q ON q.id = i.request_id
     WHERE i.kind = 'record' AND i.decision = 'hide' AND i.outcome = 'hidden' AND q.type = 'restriction'
@@ -173,7 +183,7 @@ base AS (
            hd.record_id IS NOT NULL AS held,
            tb.record_id IS NOT NULL AS tombstoned,
            rs.record_id IS NOT NULL AS restricted
-    FROM retention_writeledgerentry l
+    FROM ledger l
     FULL OUTER JOIN memory_record r ON r.id = l.record_id
     LEFT JOIN m ON m.content_class_id = coalesce(l.content_class_id, r.content_class_id)
     LEFT JOIN held hd ON hd.record_id = coalesce(l.record_id, r.id)
@@ -232,23 +242,42 @@ SELECT tenant_id, class_id, finding, record_id FROM numbered WHERE n <= {SAMPLE}
 """
 
 
-def _excusing_sql(prefix: str, d: _Dialect) -> str:
+def _excusing_sql(prefix: str) -> str:
     """Mandated records absent from storage that a tombstone lists as deleted, with the ledger's copy of what
     decides their mandate and the tombstone's id (a rule or hold that came after the deletion, a legal
     override: the review in `_excuses_review` tells those from deletions made while mandated)."""
-    if d.pg:
-        listed = ("SELECT DISTINCT (r.value ->> 'record_id')::bigint AS record_id, t.id AS tombstone_id "
-                  "FROM tombstones_tombstone t CROSS JOIN LATERAL jsonb_array_elements(convert_from(t.payload, 'UTF8')"
-                  "::jsonb -> 'execution' -> 'records') r WHERE r.value ->> 'outcome' = 'deleted'")
-    else:
-        listed = ("SELECT DISTINCT CAST(json_extract(r.value, '$.record_id') AS INTEGER) AS record_id, t.id AS "
-                  "tombstone_id FROM tombstones_tombstone t, json_each(CAST(t.payload AS TEXT), '$.execution.records') r "
-                  "WHERE json_extract(r.value, '$.outcome') = 'deleted'")
     return (f"{prefix}, excused AS (SELECT record_id FROM rows WHERE ledger_id IS NOT NULL AND rest_id IS NULL "
-            f"AND mandated AND tombstoned), listed AS ({listed}) "
+            "AND mandated AND tombstoned), listed AS (SELECT DISTINCT record_id, tombstone_id FROM "
+            "retention_tombstoneddeletion) "
             "SELECT l.record_id, l.tenant_id, l.content_class_id, l.subject_id, l.scope_id, l.created_at, x.tombstone_id "
-            "FROM excused e JOIN retention_writeledgerentry l ON l.record_id = e.record_id "
+            "FROM excused e JOIN ledger l ON l.record_id = e.record_id "
             f"JOIN listed x ON x.record_id = e.record_id ORDER BY l.record_id LIMIT {MAX_EXCUSES_REVIEWED}")
+
+
+def tombstones_index_update(*, report: CoverageReport | None = None) -> int:
+    """Index the deletions of the tombstones logged since the last audit (each statement is parsed once);
+    the new position is kept on `report`, in the same transaction. Returns how many deletions were indexed."""
+    from django.db import transaction
+    from django.db.models import Max
+
+    from tombstones.models import Tombstone
+
+    d = _Dialect(connection.vendor)
+    done = CoverageReport.objects.aggregate(m=Max("tombstones_indexed_to"))["m"]
+    done = -1 if done is None else done
+    with transaction.atomic():
+        upto = Tombstone.objects.aggregate(m=Max("leaf_index"))["m"]
+        if upto is None or upto <= done:
+            indexed = 0
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute(d.index_insert, [done, upto])
+                indexed = cursor.rowcount
+            done = upto
+        if report is not None and done >= 0:
+            CoverageReport.objects.filter(pk=report.pk).update(tombstones_indexed_to=done)
+            report.tombstones_indexed_to = done
+    return indexed
 
 
 # Mandated records excused by a tombstone reviewed one by one (they are rare: a rule extended or a hold placed
@@ -286,7 +315,7 @@ def _excuses_review(rows: list[tuple], anomalies: list[dict]) -> dict[tuple, lis
         versions.setdefault(version.tenant_id, []).append(version)
     class_names = dict(ContentClass.objects.values_list("pk", "name"))
     holds = list(LegalHold.objects.all())
-    listed = set(HoldRecord.objects.values_list("hold_id", "record_id"))
+    hold_listed = set(HoldRecord.objects.values_list("hold_id", "record_id"))
     ancestors: dict[int, set[int]] = {}
     for ancestor, descendant in ScopeClosure.objects.filter(descendant_id__in={r[4] for r in rows}).values_list(
             "ancestor_id", "descendant_id"):
@@ -296,8 +325,12 @@ def _excuses_review(rows: list[tuple], anomalies: list[dict]) -> dict[tuple, lis
         tombstone = tombstones[tombstone_id]
         statement = json.loads(bytes(tombstone.payload))
         at, created_at = tombstone.created_at, _as_time(created_at)
+        in_statement = any(r.get("record_id") == str(record_id) and r.get("outcome") == "deleted"
+                           for r in (statement.get("execution") or {}).get("records", []))
         if not genuine[tombstone_id]:
             finding = "tombstone_not_genuine"
+        elif not in_statement:
+            finding = "tombstone_index_mismatch"  # the index says so, the signed statement does not
         elif (statement.get("request") or {}).get("path") == "legal_override":
             continue  # legal decided to erase despite the rule (dsr.services.conflicts): on record in its tombstone
         else:
@@ -307,7 +340,7 @@ def _excuses_review(rows: list[tuple], anomalies: list[dict]) -> dict[tuple, lis
             by_rule = bool(days) and created_at + timedelta(days=max(days)) > at
             by_hold = any(h.tenant_id == tenant_id and h.placed_at <= at and (h.released_at is None or h.released_at > at)
                           and (h.subject_id == subject_id and subject_id is not None or h.content_class_id == class_id
-                               or h.scope_id in ancestors.get(scope_id, ()) or (h.pk, record_id) in listed)
+                               or h.scope_id in ancestors.get(scope_id, ()) or (h.pk, record_id) in hold_listed)
                           for h in holds)
             if not (by_rule or by_hold):
                 continue  # the mandate came after the deletion: the tombstone accounts for it
@@ -344,6 +377,7 @@ def coverage_audit(*, actor: str = "system", now: datetime | None = None) -> Cov
 
 def _audit(report: CoverageReport, *, now: datetime) -> None:
     d = _Dialect(connection.vendor)
+    tombstones_index_update(report=report)
     mandates, anomalies = mandates_current()
     tolerance = timedelta(hours=settings.LEDGER_AUDIT_TOLERANCE_HOURS)
     grace = timedelta(days=settings.LEDGER_COMPACTION_GRACE_DAYS)
@@ -360,7 +394,7 @@ def _audit(report: CoverageReport, *, now: datetime) -> None:
                 samples.setdefault((tenant_id, class_id), {}).setdefault(finding, []).append(record_id)
         excused_rows = []
         if any(row["deleted_with_tombstone"] and row["mandated"] for row in rows):
-            cursor.execute(_excusing_sql(prefix, d), params)
+            cursor.execute(_excusing_sql(prefix), params)
             excused_rows = cursor.fetchall()
     late_gaps = _excuses_review(excused_rows, anomalies) if excused_rows else {}
     for row in rows:

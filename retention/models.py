@@ -163,6 +163,21 @@ class WriteLedgerEntry(models.Model):
         return f"record {self.record_id} written {self.written_at:%Y-%m-%d %H:%M}"
 
 
+class TombstonedDeletion(models.Model):
+    """A record id that a signed tombstone lists with outcome `deleted`: the coverage audit's index of the
+    tombstones' statements, so that each statement is parsed once, not at every audit. Filled by the audit
+    (retention.audit) in log order; append-only (the database refuses UPDATE and DELETE). The audit believes
+    an entry that excuses a mandated record only after reading the tombstone itself and verifying it."""
+
+    tombstone_id = models.UUIDField()
+    leaf_index = models.BigIntegerField()
+    tenant_id = models.BigIntegerField()
+    record_id = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["record_id"], name="tombstoned_record_idx")]
+
+
 class AuditStatus(models.TextChoices):
     CLEAN = "clean"
     FINDINGS = "findings"  # records kept past their time or erasures overdue, no coverage gap
@@ -187,6 +202,8 @@ class CoverageReport(models.Model):
     erasure_overdue = models.BigIntegerField(default=0)
     seconds = models.FloatField(default=0)
     error = models.TextField(blank=True)
+    # The log position up to which the tombstones' statements are indexed (retention.TombstonedDeletion).
+    tombstones_indexed_to = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["-started_at"], name="coveragereport_started_idx")]

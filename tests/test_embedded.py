@@ -5,6 +5,7 @@ a real Celery worker process and the web server, both children of the command.
 """
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -86,6 +88,19 @@ class Served:
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"{}")
 
+    def admin_login(self, username: str, password: str) -> str:
+        """Log in through the admin's login form; return the URL it lands on."""
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        login = f"{self.base}/admin/login/?next=/admin/"
+        with opener.open(login, timeout=30) as answer:
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', answer.read().decode()).group(1)
+        form = urllib.parse.urlencode({"csrfmiddlewaretoken": token, "username": username, "password": password,
+                                       "next": "/admin/"}).encode()
+        request = urllib.request.Request(login, data=form, headers={"Referer": login})
+        with opener.open(request, timeout=30) as answer:
+            assert b"Site administration" in answer.read()
+            return answer.url
+
     def wait_healthy(self) -> dict:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -150,6 +165,9 @@ def test_embedded_default_serves_the_api_runs_a_worker_and_stops_cleanly(tmp_pat
         assert len(body["results"]) == 8
         assert {r["scope"] for r in body["results"]} == {"user:1/session:1", "user:1/session:2"}
         assert served.get("/api/v1/memory/records?scope=user:1")[0] == 401
+
+        # and the printed admin login opens the admin
+        assert served.admin_login("admin", password) == f"{served.base}/admin/"
 
         # and the worker process takes a task off the broker and runs it (the ping answers with our nonce)
         status, body = served.get("/healthz?worker=1")

@@ -163,3 +163,45 @@ def test_the_write_ledger_is_append_only(tenant, chat, statement):
         with transaction.atomic():
             WriteLedgerEntry.objects.all().delete()
     assert WriteLedgerEntry.objects.count() == 1
+
+
+def test_tombstones_are_indexed_once_and_a_forged_index_entry_excuses_nothing(tenant, chat, trades):
+    from retention.audit import tombstones_index_update
+    from retention.models import TombstonedDeletion
+
+    note = record(tenant, chat, content="bye")
+    trade = record(tenant, trades, content="bought 100")
+    event = records_forget(tenant=tenant, target=ForgetTarget(record_ids=(note.pk,)), mode="hard", actor="t").event
+    first = coverage_audit(actor="test")
+    assert first.tombstones_indexed_to == 0 and TombstonedDeletion.objects.count() == 1
+    assert tombstones_index_update() == 0  # nothing new in the log
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute("ALTER TABLE memory_record DISABLE TRIGGER memory_record_guard_delete")
+        cursor.execute("DELETE FROM memory_record WHERE id = %s", [trade.pk])
+        cursor.execute("ALTER TABLE memory_record ENABLE TRIGGER memory_record_guard_delete")
+    # Someone adds an index entry claiming that the note's tombstone deleted the trade too.
+    TombstonedDeletion.objects.create(tombstone_id=event.public_id, leaf_index=0, tenant_id=tenant.pk,
+                                      record_id=trade.pk)
+
+    report = coverage_audit(actor="test")
+
+    assert report.gaps == 1 and by_class(report)["trades"]["samples"]["gaps"] == [trade.pk]
+    assert [a["finding"] for a in report.anomalies] == ["tombstone_index_mismatch"]
+    with pytest.raises(IntegrityError, match="write_ledger: the audit's tombstone index is append-only"):
+        with transaction.atomic():
+            TombstonedDeletion.objects.filter(record_id=trade.pk).delete()
+
+
+def test_the_write_ledger_and_the_reports_show_in_the_admin_read_only(admin_client, tenant, chat):
+    written = record(tenant, chat)
+    report = coverage_audit(actor="test")
+
+    found = admin_client.get("/admin/retention/writeledgerentry/", {"q": str(written.pk)})
+    nonsense = admin_client.get("/admin/retention/writeledgerentry/", {"q": "not a number"})
+    page = admin_client.get(f"/admin/retention/coveragereport/{report.pk}/change/")
+
+    assert found.status_code == 200 and f">{written.pk}<".encode() in found.content
+    assert nonsense.status_code == 200
+    assert page.status_code == 200 and b"chat" in page.content and b"Save" not in page.content
+    assert admin_client.get("/admin/retention/coveragereport/add/").status_code == 403

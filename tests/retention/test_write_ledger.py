@@ -1,5 +1,5 @@
-"""The write ledger, the sweeps and the coverage audit on SQLite, the embedded default (whose worker runs
-beat, so every sweep and the audit run there too).
+"""The write ledger on SQLite, the embedded default, and the sweeps and the coverage audit that use it (the
+embedded worker runs beat, so every sweep and the audit run there too).
 
 As tests/memory/test_guard_sqlite.py does: `manage.py migrate` from scratch in a subprocess (Django's SQLite
 schema editor re-creates tables, dropping their triggers, for many ALTERs: this notices), the service's own
@@ -80,7 +80,8 @@ def results(sqlite_env):
 def test_ledger_triggers_survive_every_migration(sqlite_env):
     with sqlite3.connect(sqlite_env[0]) as conn:
         names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    assert {"memory_record_write_ledger", "retention_writeledger_no_update", "retention_writeledger_no_delete"} <= names
+    assert {"memory_record_write_ledger", "retention_writeledger_no_update", "retention_writeledger_no_delete",
+            "retention_tombstoneddeletion_no_update", "retention_tombstoneddeletion_no_delete"} <= names
 
 
 def test_sweeps_run_on_sqlite(results):
