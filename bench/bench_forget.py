@@ -68,7 +68,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="0: no measurement (with --profile: only the profile)")
     parser.add_argument("--reuse", action="store_true", help="keep the store of an earlier run if it has this shape")
     parser.add_argument("--profile", action="store_true",
-                        help="after the rounds, run the service once more under cProfile and print the top functions")
+                        help="then, on one more set of subjects: the service's time per step, and cProfile's top")
     parser.add_argument("--seed", type=int, default=17)
     return parser.parse_args()
 

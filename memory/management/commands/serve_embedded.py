@@ -274,8 +274,8 @@ class Command(BaseCommand):
                                  content=CHAT_LINES[(user + session + line) % len(CHAT_LINES)],
                                  tags=["demo", "support"], created_at=now - age + timedelta(minutes=line))
                     written += 1
+                trade = TRADE_LINES[(user + session) % len(TRADE_LINES)].format(account=f"A-{1000 + user}")
                 record_write(tenant=tenant, scope_path=scope, subject_ref=subject, content_class_name="trade-ledger",
-                             content=TRADE_LINES[(user + session) % len(TRADE_LINES)].format(account=f"A-{1000 + user}"),
-                             tags=["demo"], tier="warm", created_at=now - age + timedelta(minutes=5))
+                             content=trade, tags=["demo"], tier="warm", created_at=now - age + timedelta(minutes=5))
                 written += 1
         return written
