@@ -170,7 +170,7 @@ def _forget_once(*, tenant, target, mode, actor, reason, authority, path, deriva
     decided = {row.pk: _decide(row, mode, now) for row in rows}
     refusals = _refusal_reasons(tenant, [r for r in rows if decided[r.pk] == "refused"], mode, now)
     acted = [r for r in rows if decided[r.pk] != "refused"]
-    artifacts = _artifacts_of([r.pk for r in acted])
+    artifacts = _artifacts_of(target.records(tenant), {r.pk for r in acted}) if acted else []
 
     results = [{"record_id": r.pk, "outcome": decided[r.pk], **({"reason": refusals[r.pk]} if r.pk in refusals else {})}
                for r in rows]
@@ -267,13 +267,14 @@ class _Artifact:
     sources: list[int] = field(default_factory=list)
 
 
-def _artifacts_of(record_ids: list[int]) -> list[_Artifact]:
-    """The derived artifacts of these records (an artifact goes when any one of its sources goes)."""
+def _artifacts_of(records, acted_ids: set[int]) -> list[_Artifact]:
+    """The derived artifacts of the acted-on records among `records` (a queryset), in one query: an
+    artifact goes when any one of its sources goes."""
     found: dict[int, _Artifact] = {}
-    for start in range(0, len(record_ids), BATCH_SIZE):
-        for artifact_id, kind, holder, source_id in (
-                Lineage.objects.filter(source_id__in=record_ids[start:start + BATCH_SIZE])
-                .values_list("artifact_id", "artifact__kind", "artifact__holder", "source_id")):
+    for artifact_id, kind, holder, source_id in (
+            Lineage.objects.filter(source_id__in=records.values("pk"))
+            .values_list("artifact_id", "artifact__kind", "artifact__holder", "source_id")):
+        if source_id in acted_ids:
             found.setdefault(artifact_id, _Artifact(artifact_id, kind, holder)).sources.append(source_id)
     return sorted(found.values(), key=lambda a: a.pk)
 
