@@ -149,7 +149,7 @@ def _run_raw(subject_ids: list[int]) -> float:
 def main() -> None:
     args = _args()
     _setup(os.environ.get("DATABASE_URL", DEFAULT_URL), args.reuse)
-    from bench_forget import TENANT, _fetch, _sql
+    from bench_forget import TENANT, _fetch
     from memory.models import Tenant
 
     tenant = Tenant.objects.get(name=TENANT)

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -50,3 +52,43 @@ def legal(tenant):
 @pytest.fixture
 def api_client_for():
     return _client
+
+
+@pytest.fixture
+def workers():
+    """Start real Celery workers (separate processes on the Redis broker); all are stopped afterwards."""
+    from tests.workers import Worker, queue_purge
+
+    started = []
+    queue_purge()
+
+    def start(name: str, **env) -> Worker:
+        worker = Worker(name, **env).wait_ready()
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+    queue_purge()
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser(django_db_setup):
+    """Debian's headless Chromium, driven by Playwright (never Playwright's own browser download)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"Chromium is missing at {CHROMIUM}: install Debian's package (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop on this thread while the browser lives; the tests' own ORM
+    # calls (and the database flush between them) are still plain synchronous calls.
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield browser
+        browser.close()

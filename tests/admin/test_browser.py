@@ -7,7 +7,6 @@ Screenshots go to test-artifacts/admin-*.png. Chromium is Debian's (/usr/bin/chr
 """
 from __future__ import annotations
 
-import os
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -27,26 +26,8 @@ from tests.dsr.workflow_fixtures import erasure_scenario
 from tests.workers import Worker, queue_purge, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 TIMEOUT_MS = 20_000
-
-
-@pytest.fixture(scope="module")
-def browser(django_db_setup):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"Chromium is missing at {CHROMIUM}: install Debian's package (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop on this thread while the browser lives; the tests' own ORM
-    # calls are still plain synchronous calls.
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

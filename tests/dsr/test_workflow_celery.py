@@ -8,26 +8,10 @@ from dsr.tasks import STEPS, workflow_step
 from memory.models import DerivedArtifact, ForgetEvent, Record
 from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
 from tests.factories import record
-from tests.workers import Worker, queue_purge, wait_for
+from tests.workers import wait_for
 from tombstones.models import Tombstone
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
-
-
-@pytest.fixture
-def workers():
-    started = []
-    queue_purge()
-
-    def start(name: str, **env) -> Worker:
-        worker = Worker(name, **env).wait_ready()
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
-    queue_purge()
 
 
 def notified(request_id: int):

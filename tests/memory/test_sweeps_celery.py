@@ -12,26 +12,10 @@ from memory.models import DeletedRecord, ForgetEvent, Record, SweepBatch, SweepR
 from memory.tasks import sweep_start
 from retention.services import hold_place
 from tests.memory.sweep_fixtures import hidden_rows_insert, tombstoned_ids
-from tests.workers import Worker, queue_purge, wait_for
+from tests.workers import wait_for
 from tombstones.models import Tombstone
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
-
-
-@pytest.fixture
-def workers():
-    started = []
-    queue_purge()
-
-    def start(name: str, **env) -> Worker:
-        worker = Worker(name, **env).wait_ready()
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
-    queue_purge()
 
 
 def finished_runs(count: int):

@@ -4,7 +4,6 @@ WebCrypto Ed25519 against the published keys, for genuine, tampered and malforme
 Screenshots go to test-artifacts/. Chromium is Debian's (/usr/bin/chromium); it is never downloaded.
 """
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,25 +15,7 @@ from .factories import TenantFactory, tombstone_make
 from .tampering import TAMPERINGS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-
-
-@pytest.fixture(scope="module")
-def browser(django_db_setup):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"Chromium is missing at {CHROMIUM}: install Debian's package (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop on this thread while the browser lives; the tests' own ORM
-    # calls (and the database flush between them) are still plain synchronous calls.
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
