@@ -83,3 +83,20 @@ def act_page(
         form = form_class(**form_kwargs)
     return page_render(model_admin, request, template, title=title, obj=obj, form=form, intro=intro,
                        submit=submit, **context)
+
+
+class ReadOnlyMixin:
+    """Histories, logs and tombstones: viewable by every ledger role, changed by nobody through the admin."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ReadOnlyAdmin(ReadOnlyMixin, ModelAdmin):
+    pass

@@ -3,6 +3,7 @@ no delete at all, and the bulk action is a hard forget that reports each refusal
 from django.contrib import admin, messages
 from django.utils import timezone
 
+from config.admin_pages import ReadOnlyAdmin
 from config.errors import ApplicationError
 from memory.models import ApiToken, DerivedArtifact, ForgetEvent, ForgetMode, Record, Scope, Subject, Tenant
 from memory.services import ForgetTarget, records_forget
@@ -99,17 +100,6 @@ class DerivedArtifactAdmin(admin.ModelAdmin):
     list_select_related = ["tenant"]
     show_full_result_count = False
     raw_id_fields = ["scope", "forget_event"]
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
     def has_delete_permission(self, request, obj=None):
         return False

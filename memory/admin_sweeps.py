@@ -5,25 +5,16 @@ import json
 from django.contrib import admin
 from django.utils.html import format_html
 
+from config.admin_pages import ReadOnlyAdmin, ReadOnlyMixin
+
 from memory.models import SweepBatch, SweepRun
-
-
-class _ReadOnly:
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 def _pretty(value) -> str:
     return format_html("<pre style='white-space: pre-wrap'>{}</pre>", json.dumps(value, indent=2, default=str))
 
 
-class SweepBatchInline(_ReadOnly, admin.TabularInline):
+class SweepBatchInline(ReadOnlyMixin, admin.TabularInline):
     model = SweepBatch
     fields = ["at", "first_id", "last_id", "counts", "forget_event_ids", "tombstone_ids"]
     readonly_fields = fields
@@ -34,7 +25,7 @@ class SweepBatchInline(_ReadOnly, admin.TabularInline):
 
 
 @admin.register(SweepRun)
-class SweepRunAdmin(_ReadOnly, admin.ModelAdmin):
+class SweepRunAdmin(ReadOnlyAdmin):
     list_display = ["id", "kind", "dry_run", "status", "started_at", "finished_at", "batches", "summary", "actor"]
     list_filter = ["kind", "status", "dry_run"]
     date_hierarchy = "started_at"

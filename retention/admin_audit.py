@@ -4,18 +4,9 @@ import json
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
+from config.admin_pages import ReadOnlyAdmin
+
 from retention.models import CoverageReport, WriteLedgerEntry
-
-
-class _ReadOnly:
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 COLUMNS = ["ledgered", "at_rest", "live", "hidden", "redacted", "mandated", "held", "deleted_with_tombstone", "gaps",
@@ -23,7 +14,7 @@ COLUMNS = ["ledgered", "at_rest", "live", "hidden", "redacted", "mandated", "hel
 
 
 @admin.register(CoverageReport)
-class CoverageReportAdmin(_ReadOnly, admin.ModelAdmin):
+class CoverageReportAdmin(ReadOnlyAdmin):
     list_display = ["id", "started_at", "status", "gaps", "kept_past_mandate", "erasure_overdue", "seconds", "actor"]
     list_filter = ["status"]
     date_hierarchy = "started_at"
@@ -54,7 +45,7 @@ class CoverageReportAdmin(_ReadOnly, admin.ModelAdmin):
 
 
 @admin.register(WriteLedgerEntry)
-class WriteLedgerEntryAdmin(_ReadOnly, admin.ModelAdmin):
+class WriteLedgerEntryAdmin(ReadOnlyAdmin):
     list_display = ["id", "record_id", "tenant_id", "content_class_id", "created_at", "written_at", "backfilled"]
     search_fields = ["=record_id"]
     show_full_result_count = False

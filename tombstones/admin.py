@@ -5,22 +5,15 @@ import json
 
 from django.contrib import admin, messages
 
+from config.admin_pages import ReadOnlyAdmin as SharedReadOnlyAdmin
+
 from .models import Checkpoint, KeyEvent, SigningKey, Tombstone
 from .services import key_rotate
 from .verification import statement_summary
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(SharedReadOnlyAdmin):
     show_full_result_count = False
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def get_actions(self, request):
         actions = super().get_actions(request)

@@ -346,7 +346,8 @@ def _tombstone_issue(*, tenant, event, rows, decided, refusals, artifacts, deriv
                            subject_salts=salts)
 
 
-def _unlocked(now: datetime) -> Q:
+def lock_ended(now: datetime) -> Q:
+    """The row's lock has ended: no hold, and no retention date in the future (as the guard reads it)."""
     return Q(held=False) & (Q(retained_until__isnull=True) | Q(retained_until__lte=now))
 
 
@@ -361,7 +362,7 @@ def _execute(*, tenant, mode, acted, artifact_ids, derivatives_mode, event, now)
         if mode == ForgetMode.SOFT:
             changed = records.update(forgotten_at=now, erasure_pending=True, forget_event=event)
         elif mode == ForgetMode.REDACT:
-            changed = records.filter(Q(held=False) & (_unlocked(now) | Q(lock_protects_content=False))).update(
+            changed = records.filter(Q(held=False) & (lock_ended(now) | Q(lock_protects_content=False))).update(
                 content="", redacted_at=now, forgotten_at=Coalesce("forgotten_at", Value(now)),
                 erasure_pending=True, forget_event=event)
         else:
@@ -373,7 +374,7 @@ def _execute(*, tenant, mode, acted, artifact_ids, derivatives_mode, event, now)
             Lineage.objects.filter(source_id__any_of=batch)._raw_delete(Lineage.objects.db)
             # _raw_delete: one DELETE statement, without the collector (PERFORMANCE.md: ~3x faster); the
             # dependents are removed just above, and the lock condition is repeated in the WHERE clause.
-            changed = records.filter(_unlocked(now))._raw_delete(Record.objects.db)
+            changed = records.filter(lock_ended(now))._raw_delete(Record.objects.db)
         if changed != len(batch):
             raise _RowsChanged()
 

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 
 from memory.models import ForgetEvent, Tenant
 from memory.services import ForgetResult
+from memory.services.forget import lock_ended  # noqa: F401  (the sweeps' lock condition is the forget's)
 
 # How many ids a run keeps as examples per finding (in counts and reports): enough to look into, never
 # a copy of the table.
@@ -107,8 +108,3 @@ def counts_merge(total: dict, part: dict) -> dict:
     return total
 
 
-def lock_ended(now) -> "Q":
-    """The row's lock has ended: no hold, and no retention date in the future (as the guard reads it)."""
-    from django.db.models import Q
-
-    return Q(held=False) & (Q(retained_until__isnull=True) | Q(retained_until__lte=now))
