@@ -307,3 +307,18 @@ def test_another_connections_grant_is_invisible(conn, db_path, ids):
         assert refused(other, "UPDATE memory_record SET held = 0 WHERE id = ?", (record_id,)).startswith("legal_hold:")
     finally:
         other.close()
+
+
+# --- forget events are permanent (migration 0007) -------------------------------------------------
+
+def test_forget_events_cannot_be_deleted_or_rewritten_on_sqlite(conn, ids):
+    conn.execute("INSERT INTO memory_forgetevent (tenant_id, public_id, actor, path, target, mode, reason, status, "
+                 "outcomes, artifacts, created_at) VALUES (:tenant, 'f00d', 'test', 'api', '{}', 'soft', '', "
+                 "'forgotten', '{}', '{}', '2026-01-01 00:00:00')", {"tenant": ids["other_tenant"]})
+    (event_id,) = conn.execute("SELECT max(id) FROM memory_forgetevent").fetchone()
+    assert "forget_event_permanent" in refused(conn, "DELETE FROM memory_forgetevent WHERE id = ?", (event_id,))
+    assert "forget_event_permanent" in refused(conn, "UPDATE memory_forgetevent SET status = 'refused' WHERE id = ?",
+                                               (event_id,))
+    conn.execute("UPDATE memory_forgetevent SET confirmed_at = '2026-01-02 00:00:00' WHERE id = ?", (event_id,))
+    assert "forget_event_permanent" in refused(conn, "UPDATE memory_forgetevent SET confirmed_at = NULL WHERE id = ?",
+                                               (event_id,))
