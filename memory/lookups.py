@@ -1,4 +1,4 @@
-"""`field__any_of=[...]`: membership in a list of ids as ONE bound array on PostgreSQL (`= ANY(%s)`).
+"""`field__any_of=[...]`: membership in a list of ids (or strings) as ONE bound array on PostgreSQL (`= ANY(%s)`).
 
 `__in` spells out one placeholder per id, and building and quoting those statements cost more than the
 database's own work in bulk forgets (bench/bench_forget.py, bench/bench_compaction.py). SQLite has no
@@ -15,9 +15,12 @@ class AnyOf(Lookup):
 
     def as_sql(self, compiler, connection):
         lhs, lhs_params = self.process_lhs(compiler, connection)
-        ids = [int(value) for value in self.rhs]
+        if self.lhs.output_field.get_internal_type() in ("CharField", "TextField"):
+            values, array_type = [str(value) for value in self.rhs], "text[]"
+        else:
+            values, array_type = [int(value) for value in self.rhs], "bigint[]"
         if connection.vendor == "postgresql":
-            return f"{lhs} = ANY(%s::bigint[])", [*lhs_params, ids]
-        if not ids:
+            return f"{lhs} = ANY(%s::{array_type})", [*lhs_params, values]
+        if not values:
             return "1 = 0", list(lhs_params)
-        return f"{lhs} IN ({', '.join(['%s'] * len(ids))})", [*lhs_params, *ids]
+        return f"{lhs} IN ({', '.join(['%s'] * len(values))})", [*lhs_params, *values]
