@@ -20,6 +20,10 @@ class AnyOf(Lookup):
         else:
             values, array_type = [int(value) for value in self.rhs], "bigint[]"
         if connection.vendor == "postgresql":
+            if array_type == "bigint[]":
+                # The array's text form, made in one join: psycopg adapts a list element by element in
+                # Python (~4 µs an id, 0.4 s for a 100,000-record forget).
+                return f"{lhs} = ANY(%s::bigint[])", [*lhs_params, "{" + ",".join(map(str, values)) + "}"]
             return f"{lhs} = ANY(%s::{array_type})", [*lhs_params, values]
         if not values:
             return "1 = 0", list(lhs_params)

@@ -322,17 +322,21 @@ def _tombstone_issue(*, tenant, event, rows, decided, refusals, artifacts, deriv
                      now, closes=None):
     from tombstones.services import tombstone_issue
 
-    deferred = list(deferred)
-    compaction_deadline = (now + COMPACTION_GRACE).isoformat()  # the same for every unlocked row: once
+    # A hidden record's content is purged later (compaction when no lock holds it, a deferred erasure when
+    # its lock ends). Records due at the same time share one deferred item listing them (`items`, the form
+    # `propagation.closes` uses): a bulk forget's 100,000 hidden records make a few items, not 100,000.
+    compaction_deadline = (now + COMPACTION_GRACE).isoformat()
+    purges: dict[str | None, list[str]] = {}
     for row in rows:
-        if decided[row.pk] != "hidden":
-            continue
-        if row.held:
-            deferred.append({"item": f"record:{row.pk}", "action": "purge_content", "deadline": None,
-                             "awaiting": "legal_hold_release"})
-        else:
-            deadline = row.retained_until.isoformat() if row.locked(now) else compaction_deadline
-            deferred.append({"item": f"record:{row.pk}", "action": "purge_content", "deadline": deadline})
+        if decided[row.pk] == "hidden":
+            deadline = (None if row.held else row.retained_until.isoformat() if row.locked(now)
+                        else compaction_deadline)
+            purges.setdefault(deadline, []).append(f"record:{row.pk}")
+    deferred = list(deferred) + [
+        {"items": items, "action": "purge_content", "deadline": deadline,
+         **({"awaiting": "legal_hold_release"} if deadline is None else {})}
+        for deadline, items in sorted(purges.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
+    ]
     statement = {
         "request": {"actor": event.actor, "authority": authority or event.reason or "memory forget",
                     "reason": event.reason, "path": event.path},

@@ -229,3 +229,34 @@ def test_hold_placed_on_a_record_written_later_in_the_held_scope(agent, tenant, 
     assert later.held
     assert forget(agent, {"record_id": later.pk}, "hard").status_code == 409
     assert timezone.now()
+
+
+def test_hidden_records_due_together_share_one_deferred_item_and_each_is_named_once(tenant, chat, ledger_class):
+    from tests.memory.sweep_fixtures import statement_of
+    from tombstones.verification import deferred_items, statement_summary
+
+    rule(tenant, ledger_class, days=SEVEN_YEARS)
+    free = [record(tenant, chat, subject="s-1", content=f"chat {i}") for i in range(3)]
+    trades = [record(tenant, ledger_class, subject="s-1", content=f"trade {i}", age_days=i) for i in range(2)]
+    held = record(tenant, chat, subject="s-2", content="under hold")
+    hold_place(tenant=tenant, matter="Doe v. Acme", authority="court order", subject=held.subject, actor="legal")
+    held.refresh_from_db()
+    for trade in trades:
+        trade.refresh_from_db()
+
+    result = records_forget(tenant=tenant, target=ForgetTarget(subjects=("s-1", "s-2")), mode="soft", actor="t")
+    statement = statement_of(result.event)
+
+    purges = [d for d in statement["propagation"]["deferred"] if d["action"] == "purge_content"]
+    by_item = deferred_items(statement)
+    assert set(by_item) == {f"record:{r.pk}" for r in [*free, *trades, held]}
+    # The three unlocked records are due together (compaction); each trade when its own lock ends; the held
+    # record when the hold is released (no date).
+    assert len(purges) == 4
+    assert sorted(by_item[f"record:{r.pk}"]["items"] for r in free)[0] == sorted(f"record:{r.pk}" for r in free)
+    for trade in trades:
+        assert by_item[f"record:{trade.pk}"]["deadline"] == trade.retained_until.isoformat()
+    assert by_item[f"record:{held.pk}"] == {"items": [f"record:{held.pk}"], "action": "purge_content",
+                                             "deadline": None, "awaiting": "legal_hold_release"}
+    summary = statement_summary(statement, keyid="k")
+    assert summary["deferred"] == 6 and summary["deferred_undated"] == 1 and len(summary["deferred_deadlines"]) == 3
