@@ -6,13 +6,16 @@ import uuid
 
 import pytest
 import rfc8785
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.db import transaction
+from django.utils import timezone
 
 from tombstones.dsse import PAYLOAD_TYPE, pae
 from tombstones.errors import TombstoneError
 from tombstones.jwk import thumbprint
 from tombstones.models import LogHead, LogNode, SigningKey, Tombstone, TombstoneSalts
 from tombstones.services import TombstoneRequest, tombstone_issue, tombstones_issue_many
+from tombstones.services import keys as keys_service
 
 from .factories import statement_make, tombstone_make
 
@@ -166,8 +169,9 @@ def test_issue_is_a_constant_number_of_queries_whatever_the_log_size(tenant, dja
     with transaction.atomic():
         tombstones_issue_many(requests=requests)
     statement, salts = statement_make()
-    # the key; the head's lock with the check that the id is new; nodes, head, tombstone, salts
-    with django_assert_num_queries(6):
+    # the head's lock, with the checks that the id is new and the key still current; then nodes, head,
+    # tombstone and salts in one query
+    with django_assert_num_queries(2):
         tombstone_issue(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement, subject_salts=salts)
 
 
@@ -189,3 +193,22 @@ def test_statement_in_the_shape_the_memory_forget_writes_is_accepted(tenant):
     statement["time"] = "2025-12-02T10:00:00.123456+00:00"
     tombstone = issue(tenant, statement, {"1000": salts["1000"]})
     assert json.loads(bytes(tombstone.payload))["propagation"]["deferred"][1]["deadline"] is None
+
+
+def test_key_rotated_by_another_process_is_noticed_under_the_lock_and_the_new_key_signs(tenant):
+    """The signing key is cached per process; a rotation elsewhere must not leave this process signing with
+    the retired key."""
+    first = tombstone_make(tenant)
+    old = SigningKey.objects.get(pk=first.key_id)
+    # Given another process's rotation: done in the database, behind this process's back (no cache update)
+    with transaction.atomic():
+        SigningKey.objects.filter(pk=old.pk).update(retired_at=timezone.now())
+        new = keys_service._key_create(purpose=old.purpose, actor="another process", now=timezone.now())
+    keys_service._current_keys[old.purpose] = old
+    # When this process issues again
+    tombstone = tombstone_make(tenant)
+    # Then the stored tombstone is signed by the new key, and the signature verifies with it
+    stored = Tombstone.objects.get(pk=tombstone.pk)
+    assert stored.key_id == new.pk != old.pk
+    Ed25519PublicKey.from_public_bytes(bytes(new.public_key)).verify(
+        bytes(stored.signature), pae(PAYLOAD_TYPE, bytes(stored.payload)))
