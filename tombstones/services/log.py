@@ -37,10 +37,16 @@ def log_lock(*, tombstone_ids: Sequence[uuid.UUID] = (), key_purpose: str | None
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("the log is locked inside the caller's transaction")
-    pk = Tombstone._meta.pk
-    params: list = [pk.get_db_prep_value(tombstone_id, connection) for tombstone_id in tombstone_ids]
-    issued = (f"EXISTS (SELECT 1 FROM {Tombstone._meta.db_table} WHERE id IN ({', '.join(['%s'] * len(params))}))"
-              if params else "1 = 0")
+    params: list = []
+    issued = "1 = 0"
+    if tombstone_ids and connection.vendor == "postgresql":  # one array literal: no quoting per id
+        issued = f"EXISTS (SELECT 1 FROM {Tombstone._meta.db_table} WHERE id = ANY(%s::uuid[]))"
+        params.append("{" + ",".join(map(str, tombstone_ids)) + "}")
+    elif tombstone_ids:
+        pk = Tombstone._meta.pk
+        issued = (f"EXISTS (SELECT 1 FROM {Tombstone._meta.db_table} "
+                  f"WHERE id IN ({', '.join(['%s'] * len(tombstone_ids))}))")
+        params.extend(pk.get_db_prep_value(tombstone_id, connection) for tombstone_id in tombstone_ids)
     kid = "NULL"
     if key_purpose is not None:
         kid = f"(SELECT kid FROM {SigningKey._meta.db_table} WHERE purpose = %s AND retired_at IS NULL)"
