@@ -3,22 +3,31 @@ then an inclusion proof and an append when the log holds 1,000,000 entries.
 
     .venv/bin/python bench/bench_tombstones.py
     .venv/bin/python bench/bench_tombstones.py --count 2000 --log-size 200000   # a quicker run
+    .venv/bin/python bench/bench_tombstones.py --profile                        # and the batch path per step
 
 PostgreSQL only (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/ledger_bench_tombstones); the
 script works in a throwaway database named after it with a `test_` prefix (Django's test database:
 created, migrated, dropped at the end), because tombstones are permanent: the triggers refuse to delete them.
 
-1. The same N statements (3 records, 1 derivative, 1 deferred item: ~850 bytes canonical), three ways:
+1. The same N statements (3 records, 1 derivative, 1 deferred item: 932 bytes canonical), three ways, chunk
+   by chunk (1,000 statements a chunk, the three ways one after the other in each chunk):
    bare:    `Ed25519PrivateKey.sign()` over the DSSE PAE of the canonical bytes, computed beforehand;
    service: `tombstone_issue()` once per statement, each in its own transaction (what one forget does):
             validate, canonicalize (RFC 8785), sign, store the tombstone and the salts, append to the log;
    batch:   `tombstones_issue_many()` over chunks of 1,000 statements, one transaction each (a sweep).
-   Rates in tombstones/s and each service path's ratio to bare signing (goal 0.5).
+   Rates in tombstones/s and each service path's ratio to bare signing (goal 0.5 for the batch path), the
+   median of the chunks' own ratios, the load average before and after, and the same ratio in this
+   process's CPU time (`time.process_time`): the ceiling of the wall-clock ratio if the database's work
+   and the waits cost nothing, and much less moved by other processes than wall time is.
+   `--profile` adds wall and CPU time per step of `tombstones_issue_many` (wrappers around the functions it
+   calls, about a microsecond per call).
 2. The log grown to 1,000,000 entries (the leaves past the real ones are random hashes, and the tombstone
    table gets matching minimal rows), written with COPY, then the timings of: an inclusion proof
    (`inclusion_proof_get`, and `GET /api/v1/log/inclusion`), a consistency proof, and an append
    (`tombstone_issue`, one transaction each), at that size and, for comparison, at the size part 1 left
    (2 × N entries): medians and 95th percentiles.
+
+Figures, and where the batch path's time goes: bench/README.md.
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ import copy
 import json
 import uuid
 
+import psycopg
 import pytest
 import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -18,7 +19,7 @@ from tombstones.services import TombstoneRequest, tombstone_issue, tombstones_is
 from tombstones.services import keys as keys_service
 from tombstones.services.rows import INSERT_MAX_ROWS
 
-from .factories import statement_make, tombstone_make
+from .factories import TenantFactory, statement_make, tombstone_make
 
 pytestmark = pytest.mark.django_db
 
@@ -229,3 +230,20 @@ def test_every_signature_of_a_copy_sized_batch_verifies_with_the_key_that_is_sto
     for tombstone in stored:
         public = Ed25519PublicKey.from_public_bytes(bytes(tombstone.key.public_key))
         public.verify(bytes(tombstone.signature), pae(PAYLOAD_TYPE, bytes(tombstone.payload)))
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_one_tombstone_is_stored_whole_with_server_side_binding_too(transactional_db, settings):
+    """With server-side binding (an OPTIONS setting) one query holds one command: the writes go one by one."""
+    tenant = TenantFactory()
+    connection.close()
+    connection.settings_dict.setdefault("OPTIONS", {})["server_side_binding"] = True
+    try:
+        tombstone = tombstone_make(tenant)
+        assert not isinstance(connection.connection.cursor(), psycopg.ClientCursor)
+    finally:
+        connection.close()
+        del connection.settings_dict["OPTIONS"]["server_side_binding"]
+    stored = Tombstone.objects.get(pk=tombstone.pk)
+    assert stored.leaf_index == 0 and TombstoneSalts.objects.filter(tombstone=stored).exists()
+    assert LogHead.objects.get(pk=1).size == 1 and LogNode.objects.count() == 1

@@ -57,9 +57,9 @@ def tombstones_issue_many(*, requests: list[TombstoneRequest]) -> list[Tombstone
     tombstone (nodes, head, tombstone and salts together), binary COPYs for many (`rows.RowWrites`).
 
     A batch written by COPY signs its first half before the lock and its second half while the COPY streams
-    the first half's rows: the server stores them (on the other core) while this process signs, so the
-    storing costs almost no time of its own, and the lock is held no longer than if everything had been
-    signed first (a tombstone's insert on the server costs about as much as half a signature).
+    the first half's rows: the server stores them (on the other core, when there is one free) while this
+    process signs, and the lock is held about as long as if everything had been signed first (a tombstone's
+    insert on the server costs roughly half a signature). bench/README.md has the measurements.
     """
     ids = [_uuid(request.tombstone_id) for request in requests]
     if len(set(ids)) != len(ids):
@@ -94,7 +94,7 @@ def tombstones_issue_many(*, requests: list[TombstoneRequest]) -> list[Tombstone
         def tombstone_rows():  # consumed by the COPY as it streams: what is signed here overlaps the storing
             for offset, (tombstone_id, request, payload) in enumerate(zip(ids, requests, payloads)):
                 signature = signatures[offset] if offset < presigned else sign(messages[offset])
-                rows.append((tombstone_id, request.tenant_id, PAYLOAD_TYPE, payload, signature, key.pk,
+                rows.append((tombstone_id, int(request.tenant_id), PAYLOAD_TYPE, payload, signature, key.pk,
                              first + offset, now))
                 yield rows[-1]
 

@@ -5,10 +5,10 @@ not `tenant`) and raw statements, and `send()` writes them in as few round trips
 
 - PostgreSQL: every insert of at most `INSERT_MAX_ROWS` rows and every raw statement go together as one
   multi-statement query (Django's cursor binds parameters on the client, so psycopg sends the whole text
-  as one simple query: one round trip for a single tombstone's nodes, head, tombstone and salts); larger
-  inserts go by binary COPY (~10× cheaper per row than `bulk_create`, no text to parse on the server; two
-  round trips each). A COPY consumes its rows as they come, so rows given as an iterator are produced
-  while the server inserts the ones before.
+  as one simple query: one round trip for a single tombstone's nodes, head, tombstone and salts; with the
+  `server_side_binding` option, one query per command). Larger inserts go by binary COPY (~10× cheaper
+  per row than `bulk_create`, no text to parse on the server; two round trips each). A COPY consumes its
+  rows as they come, so rows given as an iterator are produced while the server inserts the ones before.
 - Elsewhere (SQLite, the embedded default: no round trips to save) `bulk_create` and one `execute` each.
 
 COPY goes through the driver's cursor, so Django's query capture does not list it.
@@ -63,9 +63,16 @@ class RowWrites:
         for sql, statement_params in statements:
             parts.append(sql)
             params.extend(statement_params)
-        if parts:
-            with connection.cursor() as cursor:
+        if not parts:
+            return
+        with connection.cursor() as cursor:
+            if not connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
                 cursor.execute(";\n".join(parts), params)
+                return
+            for part in parts:  # a server-side prepared statement holds one command: one round trip each
+                count = part.count("%s")
+                cursor.execute(part, params[:count])
+                params = params[count:]
 
 
 def rows_insert(*, model, columns: list[str], rows: list[tuple]) -> None:
