@@ -3,22 +3,31 @@ then an inclusion proof and an append when the log holds 1,000,000 entries.
 
     .venv/bin/python bench/bench_tombstones.py
     .venv/bin/python bench/bench_tombstones.py --count 2000 --log-size 200000   # a quicker run
+    .venv/bin/python bench/bench_tombstones.py --profile                        # and the batch path per step
 
 PostgreSQL only (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/ledger_bench_tombstones); the
 script works in a throwaway database named after it with a `test_` prefix (Django's test database:
 created, migrated, dropped at the end), because tombstones are permanent: the triggers refuse to delete them.
 
-1. The same N statements (3 records, 1 derivative, 1 deferred item: ~850 bytes canonical), three ways:
+1. The same N statements (3 records, 1 derivative, 1 deferred item: 932 bytes canonical), three ways, chunk
+   by chunk (1,000 statements a chunk, the three ways one after the other in each chunk):
    bare:    `Ed25519PrivateKey.sign()` over the DSSE PAE of the canonical bytes, computed beforehand;
    service: `tombstone_issue()` once per statement, each in its own transaction (what one forget does):
             validate, canonicalize (RFC 8785), sign, store the tombstone and the salts, append to the log;
    batch:   `tombstones_issue_many()` over chunks of 1,000 statements, one transaction each (a sweep).
-   Rates in tombstones/s and each service path's ratio to bare signing (goal 0.5).
+   Rates in tombstones/s and each service path's ratio to bare signing (goal 0.5 for the batch path), the
+   median of the chunks' own ratios, the load average before and after, and the same ratio in this
+   process's CPU time (`time.process_time`): the ceiling of the wall-clock ratio if the database's work
+   and the waits cost nothing, and much less moved by other processes than wall time is.
+   `--profile` adds wall and CPU time per step of `tombstones_issue_many` (wrappers around the functions it
+   calls, about a microsecond per call).
 2. The log grown to 1,000,000 entries (the leaves past the real ones are random hashes, and the tombstone
    table gets matching minimal rows), written with COPY, then the timings of: an inclusion proof
    (`inclusion_proof_get`, and `GET /api/v1/log/inclusion`), a consistency proof, and an append
    (`tombstone_issue`, one transaction each), at that size and, for comparison, at the size part 1 left
    (2 × N entries): medians and 95th percentiles.
+
+Figures, and where the batch path's time goes: bench/README.md.
 """
 from __future__ import annotations
 
@@ -78,45 +87,126 @@ def statement_make(n: int) -> tuple[dict, dict]:
     return statement, salts
 
 
-def part_signing(tenant: Tenant, count: int) -> None:
+def part_signing(tenant: Tenant, count: int, profile: bool = False) -> None:
     """Chunk by chunk, in the same minute: bare signing, then the service, so that the machine's load
-    (other processes come and go) weighs on both sides alike. Sums over the chunks; the ratio is of sums."""
+    (other processes come and go) weighs on both sides alike. Sums over the chunks; the ratio is of sums,
+    and the median of the chunks' own ratios is printed beside it. Wall time, and this process's CPU time
+    (`time.process_time`: what the service costs here, without the server's part and the waits)."""
     from django.conf import settings
 
     key = key_current(purpose=KeyPurpose.TOMBSTONE)
     private = key_private(key)
-    totals = dict.fromkeys(["bare", "prepare", "single", "batch"], 0.0)
+    names = ["bare", "prepare", "single", "batch"]
+    wall, cpu = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0)
+    chunk_ratios: list[float] = []
+    steps = StepTimer() if profile else None
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+    def timed_side(name, function):
+        wall_start, cpu_start = time.perf_counter(), time.process_time()
+        function()
+        wall[name] += time.perf_counter() - wall_start
+        cpu[name] += time.process_time() - cpu_start
+
     for offset in range(0, count, BATCH):
         size = min(BATCH, count - offset)
         items = [(uuid.uuid4(), *statement_make(offset + n)) for n in range(size)]
-        start = time.perf_counter()
-        signed = [pae(PAYLOAD_TYPE, canonical_json(statement_complete(
-            tombstone_id=tid, statement=st, log_origin=settings.LEDGER_LOG_ORIGIN)[0])) for tid, st, _ in items]
-        totals["prepare"] += time.perf_counter() - start
-        start = time.perf_counter()
-        for message in signed:
-            private.sign(message)
-        totals["bare"] += time.perf_counter() - start
-        start = time.perf_counter()
-        for tid, statement, salts in items:
-            with transaction.atomic():
-                tombstone_issue(tombstone_id=tid, tenant_id=tenant.pk, statement=statement, subject_salts=salts)
-        totals["single"] += time.perf_counter() - start
+        signed = []
+        timed_side("prepare", lambda: signed.extend(pae(PAYLOAD_TYPE, canonical_json(statement_complete(
+            tombstone_id=tid, statement=st, log_origin=settings.LEDGER_LOG_ORIGIN)[0])) for tid, st, _ in items))
+        bare_before, batch_before = wall["bare"], wall["batch"]
+        timed_side("bare", lambda: [private.sign(message) for message in signed])
+
+        def single():
+            for tid, statement, salts in items:
+                with transaction.atomic():
+                    tombstone_issue(tombstone_id=tid, tenant_id=tenant.pk, statement=statement, subject_salts=salts)
+
+        timed_side("single", single)
         requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.pk, statement=st,
                                      subject_salts=salts) for _, st, salts in items]
-        start = time.perf_counter()
-        with transaction.atomic():
-            tombstones_issue_many(requests=requests)
-        totals["batch"] += time.perf_counter() - start
+
+        def batch():
+            with transaction.atomic():
+                tombstones_issue_many(requests=requests)
+
+        if steps:
+            steps.install()
+        try:
+            timed_side("batch", batch)
+        finally:
+            if steps:
+                steps.uninstall()
+        chunk_ratios.append((wall["bare"] - bare_before) / (wall["batch"] - batch_before))
+    print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"statement: {len(signed[0]) - len(PAYLOAD_TYPE) - 14} bytes canonical; {count:,} tombstones each way")
-    bare, single, batch = (count / totals[name] for name in ("bare", "single", "batch"))
+    bare, single, batch = (count / wall[name] for name in ("bare", "single", "batch"))
     print(f"  bare Ed25519 sign of the canonical PAE bytes: {bare:10,.0f} /s")
     print(f"  tombstone_issue, one transaction each:        {single:10,.0f} /s   ratio {single / bare:.3f}")
     print(f"  tombstones_issue_many, {BATCH:,} per transaction: {batch:10,.0f} /s   ratio {batch / bare:.2f}"
-          f"   (goal {GOAL})")
-    per = {name: 1e6 * seconds / count for name, seconds in totals.items()}
+          f"   (goal {GOAL}; median of the {len(chunk_ratios)} chunks' ratios "
+          f"{statistics.median(chunk_ratios):.2f})")
+    print(f"  this process's CPU time only: bare {count / cpu['bare']:,.0f} /s, tombstones_issue_many "
+          f"{count / cpu['batch']:,.0f} /s, ratio {cpu['bare'] / cpu['batch']:.2f} (the ceiling if the server's "
+          f"work cost no time)")
+    per = {name: 1e6 * seconds / count for name, seconds in wall.items()}
     print(f"  a batched tombstone's {per['batch']:.0f} µs: signing {per['bare']:.0f}, validating and canonicalizing "
           f"{per['prepare']:.0f}, the rest ({per['batch'] - per['bare'] - per['prepare']:.0f}) storing and appending")
+    if steps:
+        steps.report(count, bare_cpu=cpu["bare"])
+
+
+class StepTimer:
+    """`--profile`: wall and CPU time per step of `tombstones_issue_many`, by wrapping the functions it calls
+    (each wrapper adds about a microsecond per call, counted in its step)."""
+
+    STEPS = [("statement_complete", "validate the statement (statement_complete)"),
+             ("statement_bytes", "canonicalize, RFC 8785 (statement_bytes)"),
+             ("salts_check", "check the salts"),
+             ("_sign", "sign, before the lock"),
+             ("log_lock", "lock the head, ids new?, key current? (1 query)"),
+             ("log_append", "Merkle nodes, queued with the head update"),
+             ("send", "write: COPY tombstones (signing the rest), nodes, salts; head"),
+             ("_tombstone", "build the returned Tombstone objects"),
+             ("commit", "COMMIT (deferred foreign-key checks, WAL flush)")]
+
+    def __init__(self):
+        from tombstones.services import issue, rows
+
+        self.owners = {"send": rows.RowWrites, "commit": connection}
+        self.owners.update({name: issue for name, _ in self.STEPS if name not in self.owners})
+        self.wall = dict.fromkeys(self.owners, 0.0)
+        self.cpu = dict.fromkeys(self.owners, 0.0)
+        self.originals = {}
+
+    def install(self):
+        for name, owner in self.owners.items():
+            original = getattr(owner, name)
+            self.originals[name] = original
+
+            def timed(*args, _original=original, _name=name, **kwargs):
+                wall_start, cpu_start = time.perf_counter(), time.process_time()
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    self.wall[_name] += time.perf_counter() - wall_start
+                    self.cpu[_name] += time.process_time() - cpu_start
+
+            setattr(owner, name, timed)
+
+    def uninstall(self):
+        for name, original in self.originals.items():
+            if self.owners[name] is connection:  # an instance attribute over the class's method
+                delattr(connection, name)
+            else:
+                setattr(self.owners[name], name, original)
+
+    def report(self, count: int, *, bare_cpu: float):
+        print(f"  --profile: per batched tombstone, µs (CPU time as a share of the bare signature's "
+              f"{1e6 * bare_cpu / count:.1f} µs)")
+        for name, label in self.STEPS:
+            print(f"    {label:66} wall {1e6 * self.wall[name] / count:7.1f}   CPU {1e6 * self.cpu[name] / count:7.1f}"
+                  f"   {self.cpu[name] / bare_cpu:5.2f}")
 
 
 def log_grow(tenant: Tenant, size: int) -> None:
@@ -202,6 +292,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=10_000, help="tombstones per way of issuing (default 10,000)")
     parser.add_argument("--log-size", type=int, default=1_000_000, help="entries for part 2 (default 1,000,000)")
     parser.add_argument("--runs", type=int, default=200, help="timed runs per operation in part 2")
+    parser.add_argument("--profile", action="store_true", help="also time each step of tombstones_issue_many")
     args = parser.parse_args()
     if connection.vendor != "postgresql":
         sys.exit("this benchmark needs PostgreSQL (DATABASE_URL)")
@@ -209,7 +300,7 @@ def main() -> None:
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
         tenant = Tenant.objects.create(name="bench")
-        part_signing(tenant, args.count)
+        part_signing(tenant, args.count, args.profile)
         part_large_log(tenant, args.log_size, args.runs)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)

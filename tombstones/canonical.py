@@ -7,10 +7,12 @@ code units, Python by code points; the two orders agree on ASCII), and that is ~
 `rfc8785` package on a typical statement. Keys with non-ASCII characters go through `rfc8785.dumps`.
 `tests/tombstones/test_canonical.py` checks the two agree on generated documents.
 
-The domain check itself runs in C on the common path: serialize, parse back with hooks that refuse
-floats and large integers, and compare with the input (which catches non-string keys and other types
-JSON would coerce). Only when that fails, or the text is not pure ASCII, does the Python walk run: to
-name the offending path, or to find out whether every key is ASCII.
+The domain check itself is cheap on the common path: one walk over the containers that only looks at
+exact types (`str` keys; `str`, `int` within range, `bool`, `None`, `dict`, `list` values), building no
+path strings, and then `json.dumps` in C. Anything else (a float, a large integer, a tuple, a subclass, a
+non-string key) or text that is not pure ASCII sends the value to the Python walk `_check`: to name the
+offending path, or to find out whether every key is ASCII. `test_canonical.py` also checks that the fast
+path accepts exactly what `_check` accepts.
 """
 from __future__ import annotations
 
@@ -63,19 +65,33 @@ def _check(value: Any, path: str) -> bool:
     raise CanonicalizationError(path, f"values of type {type(value).__name__} are not JSON")
 
 
-class _OutOfDomain(ValueError):
-    pass
+_LEAVES = frozenset({str, bool, type(None)})
 
 
-def _refuse_float(text: str):
-    raise _OutOfDomain(text)
-
-
-def _safe_int(text: str) -> int:
-    value = int(text)
-    if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-        raise _OutOfDomain(text)
-    return value
+def _plain(value: Any) -> bool:
+    """True when `value` is a dict or list made only of exact JSON types (str keys; str, bool, None, int within
+    ±(2**53 - 1), dict, list values): then it is in the domain. False means "ask `_check`", not "out of it"."""
+    if type(value) is dict:
+        for key in value:
+            if type(key) is not str:
+                return False
+        items = value.values()
+    elif type(value) is list:
+        items = value
+    else:
+        return False
+    for item in items:
+        kind = type(item)
+        if kind in _LEAVES:
+            continue
+        if kind is int:
+            if -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                continue
+            return False
+        if (kind is dict or kind is list) and _plain(item):
+            continue
+        return False
+    return True
 
 
 def _dumps(value: Any) -> str:
@@ -84,12 +100,10 @@ def _dumps(value: Any) -> str:
 
 def canonical_json(value: Any) -> bytes:
     """The RFC 8785 serialization of `value`, as UTF-8 bytes."""
-    try:
+    if _plain(value):
         text = _dumps(value)
-        if text.isascii() and json.loads(text, parse_float=_refuse_float, parse_int=_safe_int) == value:
+        if text.isascii():  # every key ASCII, so Python's key order is RFC 8785's; no lone surrogates
             return text.encode("ascii")
-    except (TypeError, ValueError):
-        pass
     if _check(value, ""):  # raises CanonicalizationError with the path when out of the domain
         return _dumps(value).encode("utf-8")
     return rfc8785.dumps(value)

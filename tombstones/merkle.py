@@ -123,14 +123,23 @@ def append(size: int, frontier: list[bytes], leaf: bytes) -> tuple[list[tuple[in
     first. Returns the nodes completed by this leaf, as `(level, index, hash)` (the leaf itself first),
     and the new frontier. O(log n), and amortized two nodes per leaf.
     """
-    created = [(0, size, leaf)]
+    return append_many(size, frontier, [leaf])
+
+
+def append_many(size: int, frontier: list[bytes], leaves: list[bytes]) -> tuple[list[tuple[int, int, bytes]],
+                                                                                 list[bytes]]:
+    """`append` for several leaves: every node they complete, in order, and the final frontier."""
+    created: list[tuple[int, int, bytes]] = []
     frontier = list(frontier)
-    level, index, current = 0, size, leaf
-    while index & 1:
-        current = node_hash(frontier.pop(), current)
-        level, index = level + 1, index >> 1
-        created.append((level, index, current))
-    frontier.append(current)
+    add, pop, sha256 = created.append, frontier.pop, hashlib.sha256
+    for index, leaf in enumerate(leaves, size):
+        add((0, index, leaf))
+        level, current = 0, leaf
+        while index & 1:
+            current = sha256(b"\x01" + pop() + current).digest()
+            level, index = level + 1, index >> 1
+            add((level, index, current))
+        frontier.append(current)
     return created, frontier
 
 

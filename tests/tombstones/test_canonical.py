@@ -4,7 +4,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tombstones.canonical import MAX_SAFE_INTEGER, CanonicalizationError, canonical_json
+from tombstones.canonical import MAX_SAFE_INTEGER, CanonicalizationError, _check, _plain, canonical_json
 
 scalars = (st.none() | st.booleans() | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
            | st.text(st.characters(exclude_categories=["Cs"])))
@@ -46,3 +46,44 @@ def test_values_outside_the_statement_domain_are_refused_with_their_path(value, 
     with pytest.raises(CanonicalizationError) as caught:
         canonical_json(value)
     assert caught.value.path == path
+
+
+# Wider than the domain: floats, integers past ±(2**53 - 1), tuples, non-string keys, bytes, lone surrogates.
+wild_scalars = (scalars | st.floats(allow_nan=False) | st.integers() | st.binary(max_size=3)
+                | st.text(st.characters(), max_size=3))
+wild_documents = st.recursive(
+    wild_scalars,
+    lambda children: st.lists(children, max_size=4) | st.tuples(children, children)
+    | st.dictionaries(st.text(max_size=4) | st.integers(-3, 3) | st.booleans() | st.none(), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(wild_documents)
+@settings(max_examples=600, deadline=None)
+def test_fast_path_accepts_nothing_the_domain_walk_refuses(document):
+    """`canonical_json` refuses exactly what `_check` refuses, at the same path, and otherwise is RFC 8785."""
+    try:
+        _check(document, "")
+    except CanonicalizationError as refused:
+        with pytest.raises(CanonicalizationError) as caught:
+            canonical_json(document)
+        assert caught.value.path == refused.path
+    else:
+        assert canonical_json(document) == rfc8785.dumps(document)
+
+
+@pytest.mark.parametrize("document", [
+    {"n": 2**53 - 1, "m": -(2**53 - 1), "l": [True, False, None, "", 0]},
+    [{"a": {"b": [[], {}]}}],
+])
+def test_plain_documents_take_the_fast_path(document):
+    assert _plain(document)
+    assert canonical_json(document) == rfc8785.dumps(document)
+
+
+@pytest.mark.parametrize("document", [
+    {"n": 2**53}, {"f": 1.0}, {"t": (1,)}, {1: "a"}, {"b": b""}, [{"deep": [{"x": 0.5}]}],
+])
+def test_documents_outside_plain_json_types_go_to_the_domain_walk(document):
+    assert not _plain(document)

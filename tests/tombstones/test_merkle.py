@@ -113,3 +113,24 @@ def test_degenerate_consistency_proofs_are_refused(first, second, proof):
 
 def test_inclusion_outside_the_tree_is_refused():
     assert not merkle.verify_inclusion(5, 5, merkle.leaf_hash(LEAVES[0]), [], mth(LEAVES[:5]))
+
+
+@given(st.integers(0, 40), st.lists(st.integers(0, 12), max_size=6))
+def test_appending_in_batches_writes_the_same_nodes_and_frontier_as_one_by_one(start, batches):
+    """`append_many` (what an issue of many tombstones uses) against `append` leaf by leaf."""
+    hashes = [merkle.leaf_hash(leaf) for leaf in LEAVES]
+    one_by_one, frontier = [], []
+    for index, leaf in enumerate(hashes[:start]):
+        _, frontier = merkle.append(index, frontier, leaf)
+    batched_frontier, size = list(frontier), start
+    batched = []
+    for count in batches:
+        chunk = hashes[size:size + count]
+        for offset, leaf in enumerate(chunk):
+            created, frontier = merkle.append(size + offset, frontier, leaf)
+            one_by_one.extend(created)
+        created, batched_frontier = merkle.append_many(size, batched_frontier, chunk)
+        batched.extend(created)
+        size += len(chunk)
+    assert batched == one_by_one and batched_frontier == frontier
+    assert merkle.fold(batched_frontier) == mth(LEAVES[:size])

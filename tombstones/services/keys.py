@@ -29,6 +29,9 @@ SCRYPT_LOG2_N = 15
 DEV_PASSPHRASE_FILE = "tombstone-signing-passphrase"
 _dev_passphrases: dict[Path, bytes] = {}
 _private_keys: dict[tuple[str, bytes], Ed25519PrivateKey] = {}
+# purpose -> the key this process last saw current. A hint only: whoever signs with it confirms it under the
+# log's lock (`log_lock(key_purpose=...)`), so a rotation by another process is never missed.
+_current_keys: dict[str, SigningKey] = {}
 
 
 def _dev_passphrase() -> bytes:
@@ -107,13 +110,27 @@ def _key_create(*, purpose: str, actor: str, now: datetime) -> SigningKey:
 def key_current(*, purpose: str) -> SigningKey:
     """The key that signs for `purpose` now, created on first use."""
     key = SigningKey.objects.filter(purpose=purpose, retired_at__isnull=True).first()
-    if key is not None:
+    if key is None:
+        try:
+            with transaction.atomic():
+                key = _key_create(purpose=purpose, actor="system:first-use", now=timezone.now())
+        except IntegrityError:  # another process created it first
+            key = SigningKey.objects.get(purpose=purpose, retired_at__isnull=True)
+    _current_keys[purpose] = key
+    return key
+
+
+def key_current_hint(*, purpose: str) -> SigningKey:
+    """The key this process last saw current for `purpose` and has opened with today's passphrase, without a
+    query; else `key_current`.
+
+    It may have been rotated since, by another process: sign with it only where the caller then checks,
+    under the log's lock, that it is still the current one (as `tombstones_issue_many` does).
+    """
+    key = _current_keys.get(purpose)
+    if key is not None and (key.kid, hashlib.sha256(passphrase_get()).digest()) in _private_keys:
         return key
-    try:
-        with transaction.atomic():
-            return _key_create(purpose=purpose, actor="system:first-use", now=timezone.now())
-    except IntegrityError:  # another process created it first
-        return SigningKey.objects.get(purpose=purpose, retired_at__isnull=True)
+    return key_current(purpose=purpose)
 
 
 def keys_ensure() -> None:
@@ -132,7 +149,9 @@ def key_rotate(*, purpose: str, actor: str) -> SigningKey:
         if current is not None:
             SigningKey.objects.filter(pk=current.pk).update(retired_at=now)
             KeyEvent.objects.create(key=current, action=KeyAction.RETIRED, actor=actor, at=now)
-        return _key_create(purpose=purpose, actor=actor, now=now)
+        key = _key_create(purpose=purpose, actor=actor, now=now)
+    _current_keys[purpose] = key
+    return key
 
 
 def key_mark_compromised(*, kid: str, compromised_at: datetime, actor: str) -> SigningKey:

@@ -1,56 +1,86 @@
 """The append-only log: appends under the head row's lock, and signed checkpoints."""
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Exists, QuerySet
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from .. import merkle
-from ..models import Checkpoint, KeyPurpose, LogHead, LogNode
+from ..models import Checkpoint, KeyPurpose, LogHead, LogNode, SigningKey, Tombstone
 from ..note import checkpoint_body, note_sign
 from .keys import key_current, key_private
-from .rows import rows_insert
+from .rows import RowWrites
+
+HEAD_FIELDS = ["id", "size", "root", "frontier"]  # updated_at is left deferred: appends never read it
 
 
 def frontier_split(frontier: bytes) -> list[bytes]:
     return [frontier[i:i + merkle.HASH_SIZE] for i in range(0, len(frontier), merkle.HASH_SIZE)]
 
 
-def log_lock(*, exists: QuerySet | None = None) -> tuple[LogHead, bool]:
+class LockedLog(NamedTuple):
+    head: LogHead
+    issued: bool  # some of the `tombstone_ids` given to `log_lock` are stored already
+    key_kid: str | None  # the kid of the current key for the `key_purpose` given, as seen under the lock
+
+
+def log_lock(*, tombstone_ids: Sequence[uuid.UUID] = (), key_purpose: str | None = None) -> LockedLog:
     """Lock the log's head row: the caller's transaction holds it until it ends, so appends are
     serialized, indices are gapless, and a rolled-back forget leaves no trace in the log.
 
-    With `exists`, also say, in the same query, whether that queryset has rows: evaluated under the lock,
-    it sees everything every earlier append committed.
+    In the same query (one round trip), also say whether any of `tombstone_ids` is stored already and which
+    key is current for `key_purpose`: read under the lock, both see everything every earlier append committed.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("the log is locked inside the caller's transaction")
-    locked = LogHead.objects.select_for_update().filter(pk=1)
-    if exists is not None:
-        locked = locked.annotate(found=Exists(exists))
-    head = locked.first()
-    if head is None:  # a fresh database (or one flushed by a test run): the empty log
-        LogHead.objects.get_or_create(pk=1, defaults={"root": merkle.EMPTY_ROOT, "updated_at": timezone.now()})
-        head = locked.get()
-    return head, bool(getattr(head, "found", False))
+    params: list = []
+    issued = "1 = 0"
+    if tombstone_ids and connection.vendor == "postgresql":  # one array literal: no quoting per id
+        issued = f"EXISTS (SELECT 1 FROM {Tombstone._meta.db_table} WHERE id = ANY(%s::uuid[]))"
+        params.append("{" + ",".join(map(str, tombstone_ids)) + "}")
+    elif tombstone_ids:
+        pk = Tombstone._meta.pk
+        issued = (f"EXISTS (SELECT 1 FROM {Tombstone._meta.db_table} "
+                  f"WHERE id IN ({', '.join(['%s'] * len(tombstone_ids))}))")
+        params.extend(pk.get_db_prep_value(tombstone_id, connection) for tombstone_id in tombstone_ids)
+    kid = "NULL"
+    if key_purpose is not None:
+        kid = f"(SELECT kid FROM {SigningKey._meta.db_table} WHERE purpose = %s AND retired_at IS NULL)"
+        params.append(key_purpose)
+    sql = (f"SELECT size, root, frontier, {issued}, {kid} FROM {LogHead._meta.db_table} WHERE id = 1"
+           + (" FOR UPDATE" if connection.features.has_select_for_update else ""))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+        if row is None:  # a fresh database (or one flushed by a test run): the empty log
+            LogHead.objects.get_or_create(pk=1, defaults={"root": merkle.EMPTY_ROOT, "updated_at": timezone.now()})
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+    head = LogHead.from_db(connection.alias, HEAD_FIELDS, (1, *row[:3]))
+    return LockedLog(head=head, issued=bool(row[3]), key_kid=row[4])
 
 
-def log_append(*, head: LogHead, leaf_hashes: list[bytes]) -> int:
+def log_append(*, head: LogHead, leaf_hashes: list[bytes], writes: RowWrites | None = None) -> int:
     """Append leaf hashes to the log whose head the caller locked (`log_lock`); return the first's index.
 
     O(log n) per leaf: the right edge is in the head row; only the nodes the new leaves complete are written.
+    With `writes`, the nodes and the head's update are queued there (the caller sends them with its own
+    rows, in one round trip when they are few); without, they are written now.
     """
-    first = size = head.size
-    frontier = frontier_split(bytes(head.frontier))
-    nodes: list[tuple[int, int, bytes]] = []
-    for leaf in leaf_hashes:
-        created, frontier = merkle.append(size, frontier, leaf)
-        nodes.extend(created)
-        size += 1
-    rows_insert(model=LogNode, columns=["level", "node_index", "hash"], rows=nodes)
-    LogHead.objects.filter(pk=1).update(size=size, frontier=b"".join(frontier), root=merkle.fold(frontier),
-                                        updated_at=timezone.now())
+    first = head.size
+    nodes, frontier = merkle.append_many(first, frontier_split(bytes(head.frontier)), leaf_hashes)
+    send = writes is None
+    writes = RowWrites() if send else writes
+    writes.insert(model=LogNode, columns=["level", "node_index", "hash"], rows=nodes)
+    writes.execute(f"UPDATE {LogHead._meta.db_table} SET size = %s, frontier = %s, root = %s, updated_at = %s "
+                   f"WHERE id = 1", [first + len(leaf_hashes), b"".join(frontier), merkle.fold(frontier),
+                                     timezone.now()])
+    if send:
+        writes.send()
     return first
 
 

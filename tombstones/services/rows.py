@@ -1,33 +1,102 @@
-"""Set-based inserts for the issuing path, without model instances or compiled SQL: on PostgreSQL, one
-multi-row INSERT for a few rows (one round trip) and COPY for many (~10× cheaper per row than
-`bulk_create`, but two round trips); `bulk_create` elsewhere. Rows are tuples of column values in
-`columns` order (attnames: `tenant_id`, not `tenant`).
+"""Set-based writes for the issuing path, without model instances or compiled SQL.
+
+A `RowWrites` collects inserts (rows as tuples of column values in `columns` order: attnames, `tenant_id`
+not `tenant`) and raw statements, and `send()` writes them in as few round trips as the backend allows:
+
+- PostgreSQL: every insert of at most `INSERT_MAX_ROWS` rows and every raw statement go together as one
+  multi-statement query (Django's cursor binds parameters on the client, so psycopg sends the whole text
+  as one simple query: one round trip for a single tombstone's nodes, head, tombstone and salts; with the
+  `server_side_binding` option, one query per command). Larger inserts go by binary COPY (~10× cheaper
+  per row than `bulk_create`, no text to parse on the server; two round trips each). A COPY consumes its
+  rows as they come, so rows given as an iterator are produced while the server inserts the ones before.
+- Elsewhere (SQLite, the embedded default: no round trips to save) `bulk_create` and one `execute` each.
 
 COPY goes through the driver's cursor, so Django's query capture does not list it.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db import connection
 from psycopg.types.json import Jsonb
 
-INSERT_MAX_ROWS = 20  # above this, COPY's cheaper rows outweigh its extra round trip
+INSERT_MAX_ROWS = 20  # above this, COPY's cheaper rows outweigh its extra round trips
+
+_copy_types: dict[tuple, list[str]] = {}
+
+
+class RowWrites:
+    def __init__(self) -> None:
+        self._inserts: list[tuple] = []  # (model, columns, rows, count)
+        self._statements: list[tuple[str, list]] = []
+
+    def insert(self, *, model, columns: list[str], rows: Iterable[tuple], count: int | None = None) -> None:
+        """Queue rows for `model`; `count` is required when `rows` is an iterator rather than a list."""
+        count = len(rows) if count is None else count
+        if count:
+            self._inserts.append((model, columns, rows, count))
+
+    def execute(self, sql: str, params: list) -> None:
+        """Queue one raw statement (`%s` placeholders, no trailing semicolon), sent after the inserts."""
+        self._statements.append((sql, params))
+
+    def send(self) -> None:
+        inserts, statements = self._inserts, self._statements
+        self._inserts, self._statements = [], []
+        if connection.vendor != "postgresql":
+            for model, columns, rows, _count in inserts:
+                model.objects.bulk_create([model(**dict(zip(columns, row))) for row in rows], batch_size=500)
+            with connection.cursor() as cursor:
+                for sql, params in statements:
+                    cursor.execute(sql, params)
+            return
+        parts, params = [], []
+        for model, columns, rows, count in inserts:
+            if count > INSERT_MAX_ROWS:
+                _copy(model, columns, rows)
+                continue
+            rows = list(rows)
+            values = "(" + ", ".join(["%s"] * len(columns)) + ")"
+            parts.append(f"INSERT INTO {model._meta.db_table} ({_names(model, columns)}) VALUES "
+                         + ", ".join([values] * len(rows)))
+            params.extend(Jsonb(value) if isinstance(value, dict) else value for row in rows for value in row)
+        for sql, statement_params in statements:
+            parts.append(sql)
+            params.extend(statement_params)
+        if not parts:
+            return
+        with connection.cursor() as cursor:
+            if not connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
+                cursor.execute(";\n".join(parts), params)
+                return
+            for part in parts:  # a server-side prepared statement holds one command: one round trip each
+                count = part.count("%s")
+                cursor.execute(part, params[:count])
+                params = params[count:]
 
 
 def rows_insert(*, model, columns: list[str], rows: list[tuple]) -> None:
-    if not rows:
-        return
-    if connection.vendor != "postgresql":
-        model.objects.bulk_create([model(**dict(zip(columns, row))) for row in rows], batch_size=500)
-        return
-    names = ", ".join(connection.ops.quote_name(model._meta.get_field(c).column) for c in columns)
-    rows = [[Jsonb(value) if isinstance(value, dict) else value for value in row] for row in rows]
-    if len(rows) <= INSERT_MAX_ROWS:
-        values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(rows))
-        with connection.cursor() as cursor:
-            cursor.execute(f"INSERT INTO {model._meta.db_table} ({names}) VALUES {values}",
-                           [value for row in rows for value in row])
-        return
-    sql = f"COPY {model._meta.db_table} ({names}) FROM STDIN"
+    """Insert these rows now (see `RowWrites`)."""
+    writes = RowWrites()
+    writes.insert(model=model, columns=columns, rows=rows)
+    writes.send()
+
+
+def _names(model, columns: list[str]) -> str:
+    return ", ".join(connection.ops.quote_name(model._meta.get_field(c).column) for c in columns)
+
+
+def _types(model, columns: list[str]) -> list[str]:
+    """The columns' PostgreSQL type names for a binary COPY (`varchar(100)` -> `varchar`)."""
+    cache_key = (model, tuple(columns))
+    if cache_key not in _copy_types:
+        _copy_types[cache_key] = [model._meta.get_field(c).db_type(connection).split("(")[0] for c in columns]
+    return _copy_types[cache_key]
+
+
+def _copy(model, columns: list[str], rows: Iterable[tuple]) -> None:
+    sql = f"COPY {model._meta.db_table} ({_names(model, columns)}) FROM STDIN (FORMAT BINARY)"
     with connection.wrap_database_errors, connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        copy.set_types(_types(model, columns))
         for row in rows:  # driver errors surface as Django's (IntegrityError on a duplicate id)
             copy.write_row(row)

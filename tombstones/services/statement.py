@@ -22,6 +22,9 @@ RECORD_REQUIRED = {"record_id", "commitment", "outcome"}
 HEX64 = re.compile(r"[0-9a-f]{64}")
 SALT = re.compile(r"[0-9a-fA-F]{32}")
 FORBIDDEN_KEYS = {"content", "salt", "salts"}
+STATEMENT_FIELDS = frozenset(CALLER_FIELDS + ADDED_FIELDS)
+# The byte strings that may announce a forbidden key in canonical JSON (see `statement_bytes`).
+FORBIDDEN_MARKS = tuple(b'"%s":' % key.encode() for key in sorted(FORBIDDEN_KEYS))
 
 
 def _invalid(field: str, detail: str) -> TombstoneError:
@@ -52,57 +55,70 @@ def _no_forbidden_keys(value: Any, field: str) -> None:
 
 
 def _records(execution: dict) -> list[dict]:
+    """The execution's records, checked; field names are built only for the error (this runs per tombstone)."""
     records = _list(execution.get("records", []), "execution.records")
     for index, record in enumerate(records):
-        field = f"execution.records[{index}]"
-        _dict(record, field)
+        if type(record) is not dict:
+            _dict(record, f"execution.records[{index}]")
         if not RECORD_REQUIRED <= record.keys() <= RECORD_FIELDS:
-            raise _invalid(field, f"a record has {sorted(RECORD_REQUIRED)} and may have tier and reason")
+            raise _invalid(f"execution.records[{index}]",
+                           f"a record has {sorted(RECORD_REQUIRED)} and may have tier and reason")
         if not isinstance(record["record_id"], str):
-            raise _invalid(f"{field}.record_id", "must be a string")
-        if not isinstance(record["commitment"], str) or not HEX64.fullmatch(record["commitment"]):
-            raise _invalid(f"{field}.commitment", "must be a lowercase hex SHA-256")
+            raise _invalid(f"execution.records[{index}].record_id", "must be a string")
+        commitment = record["commitment"]
+        if not isinstance(commitment, str) or not HEX64.fullmatch(commitment):
+            raise _invalid(f"execution.records[{index}].commitment", "must be a lowercase hex SHA-256")
     return records
 
 
 def _propagation(propagation: dict) -> None:
     for index, item in enumerate(_list(propagation.get("derivatives", []), "propagation.derivatives")):
-        if not isinstance(_dict(item, f"propagation.derivatives[{index}]").get("artifact_id"), str):
+        if type(item) is not dict:
+            _dict(item, f"propagation.derivatives[{index}]")
+        if not isinstance(item.get("artifact_id"), str):
             raise _invalid(f"propagation.derivatives[{index}].artifact_id", "must be a string")
     for index, item in enumerate(_list(propagation.get("deferred", []), "propagation.deferred")):
-        item = _dict(item, f"propagation.deferred[{index}]")
+        if type(item) is not dict:
+            _dict(item, f"propagation.deferred[{index}]")
         # An item waiting on an event with no date (a legal hold's release) names it instead of a deadline.
-        if item.get("deadline") is None and isinstance(item.get("awaiting"), str):
+        deadline = item.get("deadline")
+        if deadline is None and isinstance(item.get("awaiting"), str):
             continue
-        _time(item.get("deadline"), f"propagation.deferred[{index}].deadline")
+        if not _is_time(deadline):
+            raise _time_invalid(f"propagation.deferred[{index}].deadline")
 
 
-def _time(value: Any, field: str) -> None:
+def _is_time(value: Any) -> bool:
     try:
-        if value is None:
-            raise ValueError("missing")
-        parse_time(value)
+        return value is not None and parse_time(value) is not None
     except (TypeError, ValueError):
-        raise _invalid(field, "must be an RFC 3339 time with a zone, such as 2025-12-02T10:00:00Z") from None
+        return False
+
+
+def _time_invalid(field: str) -> TombstoneError:
+    return _invalid(field, "must be an RFC 3339 time with a zone, such as 2025-12-02T10:00:00Z")
 
 
 def statement_complete(*, tombstone_id: uuid.UUID, statement: Any, log_origin: str) -> tuple[dict, list[dict]]:
     """The full statement (with `version`, `log_origin`, `tombstone_id`) and its execution records."""
     _dict(statement, "statement")
-    unknown = statement.keys() - set(CALLER_FIELDS) - set(ADDED_FIELDS)
-    if unknown:
-        raise _invalid(sorted(unknown)[0], "is not a statement field")
+    if not statement.keys() <= STATEMENT_FIELDS:
+        raise _invalid(sorted(statement.keys() - STATEMENT_FIELDS)[0], "is not a statement field")
     for name in CALLER_FIELDS[:4]:
-        _dict(statement.get(name), name)
-    _time(statement.get("time"), "time")
-    if not isinstance(statement["request"].get("authority"), str) or not statement["request"]["authority"]:
+        if type(statement.get(name)) is not dict:
+            _dict(statement.get(name), name)
+    if not _is_time(statement.get("time")):
+        raise _time_invalid("time")
+    authority = statement["request"].get("authority")
+    if not isinstance(authority, str) or not authority:
         raise _invalid("request.authority", "say on what authority (GDPR Art. 17, a pact clause, a sweep...)")
     records = _records(statement["execution"])
     _propagation(statement["propagation"])
     added = {"version": STATEMENT_VERSION, "log_origin": log_origin, "tombstone_id": str(tombstone_id)}
-    for name, value in added.items():
-        if name in statement and statement[name] != value:
-            raise _invalid(name, f"is set by the tombstone service (would be {value!r})")
+    if not statement.keys().isdisjoint(ADDED_FIELDS):
+        for name, value in added.items():
+            if name in statement and statement[name] != value:
+                raise _invalid(name, f"is set by the tombstone service (would be {value!r})")
     return {**statement, **added}, records
 
 
@@ -117,8 +133,10 @@ def statement_bytes(statement: dict) -> bytes:
         payload = canonical_json(statement)
     except CanonicalizationError as exc:
         raise _invalid(exc.path.removeprefix("(root)"), exc.problem) from None
-    if any(b'"%s":' % key.encode() in payload for key in FORBIDDEN_KEYS):
-        _no_forbidden_keys(statement, "statement")
+    for mark in FORBIDDEN_MARKS:
+        if mark in payload:
+            _no_forbidden_keys(statement, "statement")
+            break
     return payload
 
 
