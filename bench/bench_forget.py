@@ -303,8 +303,7 @@ class Phases:
         if hasattr(issue, "log_lock"):
             self.wrap(issue, "log_lock", "6d tombstone: lock the log head")
         self.wrap(issue, "log_append", "6d tombstone: log append")
-        if hasattr(issue, "rows_insert"):
-            self.wrap(issue, "rows_insert", "6e tombstone: INSERT tombstone + salts")
+        self.wrap(issue.RowWrites, "send", "6e tombstone: write tombstone, salts, nodes, head")
         self.wrap(forget, "_execute", "7 the UPDATE batches")
         self.wrap(Atomic, "__exit__", "8 transaction exit (COMMIT)")
         # Nested inside whatever step runs a query. Django's default cursor binds on the client: psycopg

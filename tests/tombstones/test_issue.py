@@ -2,6 +2,7 @@
 import base64
 import copy
 import json
+import re
 import uuid
 
 import psycopg
@@ -9,6 +10,7 @@ import pytest
 import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tombstones.dsse import PAYLOAD_TYPE, pae
@@ -247,3 +249,25 @@ def test_one_tombstone_is_stored_whole_with_server_side_binding_too(transactiona
     stored = Tombstone.objects.get(pk=tombstone.pk)
     assert stored.leaf_index == 0 and TombstoneSalts.objects.filter(tombstone=stored).exists()
     assert LogHead.objects.get(pk=1).size == 1 and LogNode.objects.count() == 1
+
+
+def test_one_large_tombstone_goes_by_copy_and_is_stored_and_signed_whole(tenant):
+    """A 100,000-record forget signs one statement of megabytes: it and its salts are written by COPY, not
+    quoted into a query's text; what is stored must still be exactly what was signed."""
+    from tombstones.services.rows import COPY_MIN_BYTES
+
+    statement, salts = statement_make([f"record content {i}" for i in range(6_000)])
+    tombstone_id = uuid.uuid4()
+    with CaptureQueriesContext(connection) as captured:  # COPY goes through the driver: not captured
+        issue(tenant, statement, salts, tombstone_id)
+    if connection.vendor == "postgresql":
+        quoted = [q["sql"][:200] for q in captured
+                  if re.search(r'INSERT INTO "?tombstones_tombstone(salts)?"? ', q["sql"])]
+        assert not quoted, "the large payload or its salts were quoted into SQL"
+    stored = Tombstone.objects.select_related("key").get(pk=tombstone_id)
+    assert len(bytes(stored.payload)) >= COPY_MIN_BYTES
+    assert json.loads(bytes(stored.payload))["execution"]["records"] == statement["execution"]["records"]
+    Ed25519PublicKey.from_public_bytes(bytes(stored.key.public_key)).verify(
+        bytes(stored.signature), pae(PAYLOAD_TYPE, bytes(stored.payload)))
+    assert TombstoneSalts.objects.get(tombstone_id=tombstone_id).salts == salts
+    assert LogHead.objects.get(pk=1).size == stored.leaf_index + 1

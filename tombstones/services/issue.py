@@ -22,6 +22,7 @@ from .statement import salts_check, statement_bytes, statement_complete
 # (batches written by COPY only: see `tombstones_issue_many`). A tombstone's insert on the server costs about
 # half a signature, so half keeps the server busy for as long as this process signs, and no longer.
 SIGNED_UNDER_LOCK = 0.5
+SALT_ENTRY_BYTES = 48  # `"123456": "<32 hex>", ` in the salts JSON
 _KEY_FIELD = Tombstone._meta.get_field("key")
 TOMBSTONE_COLUMNS = ["id", "tenant_id", "payload_type", "payload", "signature", "key_id", "leaf_index", "created_at"]
 
@@ -99,9 +100,11 @@ def tombstones_issue_many(*, requests: list[TombstoneRequest]) -> list[Tombstone
                 yield rows[-1]
 
         writes = RowWrites()
-        writes.insert(model=Tombstone, columns=TOMBSTONE_COLUMNS, rows=tombstone_rows(), count=count)
+        writes.insert(model=Tombstone, columns=TOMBSTONE_COLUMNS, rows=tombstone_rows(), count=count,
+                      size=sum(map(len, payloads)))
         log_append(head=head, leaf_hashes=leaves, writes=writes)
-        writes.insert(model=TombstoneSalts, columns=["tombstone_id", "salts"], rows=salt_rows)
+        writes.insert(model=TombstoneSalts, columns=["tombstone_id", "salts"], rows=salt_rows,
+                      size=SALT_ENTRY_BYTES * sum(len(salts) for _id, salts in salt_rows))
         writes.send()
     return [_tombstone(row, key) for row in rows]
 

@@ -6,8 +6,9 @@ not `tenant`) and raw statements, and `send()` writes them in as few round trips
 - PostgreSQL: every insert of at most `INSERT_MAX_ROWS` rows and every raw statement go together as one
   multi-statement query (Django's cursor binds parameters on the client, so psycopg sends the whole text
   as one simple query: one round trip for a single tombstone's nodes, head, tombstone and salts; with the
-  `server_side_binding` option, one query per command). Larger inserts go by binary COPY (~10× cheaper
-  per row than `bulk_create`, no text to parse on the server; two round trips each). A COPY consumes its
+  `server_side_binding` option, one query per command). Larger inserts (more rows, or `COPY_MIN_BYTES`)
+  go by binary COPY (~10× cheaper per row than `bulk_create`, no text to parse on the server; two round
+  trips each). A COPY consumes its
   rows as they come, so rows given as an iterator are produced while the server inserts the ones before.
 - Elsewhere (SQLite, the embedded default: no round trips to save) `bulk_create` and one `execute` each.
 
@@ -21,20 +22,25 @@ from django.db import connection
 from psycopg.types.json import Jsonb
 
 INSERT_MAX_ROWS = 20  # above this, COPY's cheaper rows outweigh its extra round trips
+# Rows this large go by binary COPY even when few: quoting a bytea or JSON value into the query text and
+# parsing it back on the server cost ~1 s for the 10 MB statement of a 100,000-record forget.
+COPY_MIN_BYTES = 256 * 1024
 
 _copy_types: dict[tuple, list[str]] = {}
 
 
 class RowWrites:
     def __init__(self) -> None:
-        self._inserts: list[tuple] = []  # (model, columns, rows, count)
+        self._inserts: list[tuple] = []  # (model, columns, rows, by_copy)
         self._statements: list[tuple[str, list]] = []
 
-    def insert(self, *, model, columns: list[str], rows: Iterable[tuple], count: int | None = None) -> None:
-        """Queue rows for `model`; `count` is required when `rows` is an iterator rather than a list."""
+    def insert(self, *, model, columns: list[str], rows: Iterable[tuple], count: int | None = None,
+               size: int = 0) -> None:
+        """Queue rows for `model`; `count` is required when `rows` is an iterator rather than a list.
+        `size`: the rows' approximate bytes, when the caller knows them (`COPY_MIN_BYTES`)."""
         count = len(rows) if count is None else count
         if count:
-            self._inserts.append((model, columns, rows, count))
+            self._inserts.append((model, columns, rows, count > INSERT_MAX_ROWS or size >= COPY_MIN_BYTES))
 
     def execute(self, sql: str, params: list) -> None:
         """Queue one raw statement (`%s` placeholders, no trailing semicolon), sent after the inserts."""
@@ -44,15 +50,15 @@ class RowWrites:
         inserts, statements = self._inserts, self._statements
         self._inserts, self._statements = [], []
         if connection.vendor != "postgresql":
-            for model, columns, rows, _count in inserts:
+            for model, columns, rows, _by_copy in inserts:
                 model.objects.bulk_create([model(**dict(zip(columns, row))) for row in rows], batch_size=500)
             with connection.cursor() as cursor:
                 for sql, params in statements:
                     cursor.execute(sql, params)
             return
         parts, params = [], []
-        for model, columns, rows, count in inserts:
-            if count > INSERT_MAX_ROWS:
+        for model, columns, rows, by_copy in inserts:
+            if by_copy:
                 _copy(model, columns, rows)
                 continue
             rows = list(rows)
