@@ -34,8 +34,12 @@ def history_add(*, request: SubjectRequest, action: str, actor: str, note: str =
 
 
 def request_transition(*, request: SubjectRequest, to: str, actor: str, action: str = "", note: str = "",
-                       **fields) -> SubjectRequest:
-    """Move `request` to `to` (and set `fields` with it), or raise. Returns the refreshed request."""
+                       reload: bool = True, **fields) -> SubjectRequest:
+    """Move `request` to `to` (and set `fields` with it), or raise. Returns the refreshed request.
+
+    `reload=False` is for a caller that holds the request's row lock (the workflow's steps): its instance
+    is current, so the move and `fields` (plain values) are set on it instead of reading the row again.
+    """
     if to not in ALLOWED.get(request.status, set()):
         raise errors.conflict("illegal_transition", f"A request cannot move from {request.status} to {to}.",
                               from_status=request.status, to_status=to)
@@ -46,5 +50,10 @@ def request_transition(*, request: SubjectRequest, to: str, actor: str, action: 
                                   expected_status=request.status)
         history_add(request=request, action=action or f"move_{to}", actor=actor, note=note,
                     from_status=request.status, to_status=to)
-    request.refresh_from_db()
+    if reload or any(hasattr(value, "resolve_expression") for value in fields.values()):
+        request.refresh_from_db()
+        return request
+    request.status = to
+    for name, value in fields.items():
+        setattr(request, name, value)
     return request
