@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from dsr.models import (
@@ -94,13 +94,13 @@ def step_plan(*, request_id: int) -> StepResult:
         added = _plan_items(request)
         if request.type == RequestType.ACCESS:
             export = access_export(request=request)
-            request = request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, reload=False, action="plan",
+            request = request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, locked=True, action="plan",
                                          note=f"{len(export['records'])} live records exported",
                                          planned_at=timezone.now(), export=export)
-            request_transition(request=request, to=RequestStatus.COMPLETED, actor=WORKFLOW, reload=False, action="export_ready",
+            request_transition(request=request, to=RequestStatus.COMPLETED, actor=WORKFLOW, locked=True, action="export_ready",
                                confirmed_at=timezone.now())
             return StepResult(True, NOTIFY)
-        request = request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, reload=False, action="plan",
+        request = request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, locked=True, action="plan",
                                      note=f"{added} items planned", planned_at=timezone.now())
         _evaluate(request)
     return StepResult(True, EXECUTE)
@@ -149,7 +149,7 @@ def step_evaluate(*, request_id: int) -> StepResult:
 
 def _evaluate(request: SubjectRequest) -> None:
     decided = _evaluate_items(request)
-    request_transition(request=request, to=RequestStatus.EXECUTING, actor=WORKFLOW, reload=False, action="evaluate",
+    request_transition(request=request, to=RequestStatus.EXECUTING, actor=WORKFLOW, locked=True, action="evaluate",
                        note=f"{decided} records decided", evaluated_at=timezone.now())
 
 
@@ -214,8 +214,7 @@ def step_execute(*, request_id: int) -> StepResult:
             batch = _execute_batch(request)
         done = [i for i in batch if i.decision]
         if done:
-            present = set(Record.objects.filter(tenant=request.tenant, pk__in=[i.object_id for i in done])
-                          .values_list("pk", flat=True))
+            present = {i.object_id for i in done if i.present}
             for decision in (ItemDecision.ERASE, ItemDecision.REDACT, ItemDecision.HIDE):
                 _execute_group(request, [i for i in done if i.decision == decision], decision, present)
             _items_record(done)
@@ -229,10 +228,12 @@ def step_execute(*, request_id: int) -> StepResult:
 
 
 def _execute_batch(request: SubjectRequest) -> list[RequestItem]:
-    """The next pending record items, decided or not (those are decided first)."""
+    """The next pending record items, decided or not (those are decided first), each with whether its
+    record is still there (a record forgotten by another path meanwhile is `gone`, not forgotten again)."""
+    record = Record.objects.filter(pk=OuterRef("object_id"), tenant=request.tenant)
     return list(RequestItem.objects.filter(request=request, kind=ItemKind.RECORD, outcome=ItemOutcome.PENDING)
                 .only("pk", "object_id", "decision", "outcome", "forget_event_id", "tombstone_id")
-                .order_by("pk")[:EXECUTE_BATCH])
+                .annotate(present=Exists(record)).order_by("pk")[:EXECUTE_BATCH])
 
 
 def _items_record(items: list[RequestItem]) -> None:
@@ -284,33 +285,29 @@ def _authority(request: SubjectRequest) -> str:
 
 def _propagation_settle(request: SubjectRequest) -> None:
     """Artifact items take the outcome their propagation had: deleted and checked gone, entered into
-    the archive deletion log, or notified to the agent holding the copy (deferred until it acknowledges)."""
-    items = list(RequestItem.objects.filter(request=request, kind=ItemKind.ARTIFACT, outcome=ItemOutcome.PENDING)
-                 .only("pk", "object_id", "artifact_kind", "outcome", "deferred_until"))
-    if not items:
-        return
-    ids = [i.object_id for i in items]
-    still_there = set(DerivedArtifact.objects.filter(pk__in=ids).filter(
-        Q(content__gt="") | Q(vector__isnull=False)).values_list("pk", flat=True))
-    archives = [i.object_id for i in items if i.artifact_kind == ArtifactKind.ARCHIVE]
-    logged = set(ArchiveDeletion.objects.filter(tenant=request.tenant, artifact_id__in=archives)
-                 .values_list("artifact_id", flat=True)) if archives else set()
-    copies = [i.object_id for i in items if i.artifact_kind == ArtifactKind.FLEET_COPY]
-    notices = {n.artifact_id: n for n in FleetCopyNotice.objects.filter(tenant=request.tenant,
-                                                                        artifact_id__in=copies)} if copies else {}
-    for item in items:
-        if item.artifact_kind == ArtifactKind.FLEET_COPY and item.object_id in notices:
-            item.outcome, item.deferred_until = ItemOutcome.NOTIFIED, notices[item.object_id].deadline
-        elif item.artifact_kind == ArtifactKind.ARCHIVE and item.object_id in logged:
-            item.outcome = ItemOutcome.LOGGED
-        elif item.object_id not in still_there:
-            item.outcome = ItemOutcome.DELETED
-    settled: dict[tuple, list[int]] = {}
-    for item in items:
-        if item.outcome != ItemOutcome.PENDING:
-            settled.setdefault((item.outcome, item.deferred_until), []).append(item.pk)
-    for (outcome, deferred_until), pks in settled.items():  # one UPDATE per outcome (usually one in all)
-        RequestItem.objects.filter(pk__in=pks).update(outcome=outcome, deferred_until=deferred_until)
+    the archive deletion log, or notified to the agent holding the copy (deferred until it acknowledges).
+    Archive and fleet copies are looked up in their logs; every other pending artifact item is settled by
+    one UPDATE that checks, in the database, that its artifact is gone."""
+    pending = RequestItem.objects.filter(request=request, kind=ItemKind.ARTIFACT, outcome=ItemOutcome.PENDING)
+    copies = list(pending.filter(artifact_kind__in=[ArtifactKind.ARCHIVE, ArtifactKind.FLEET_COPY])
+                  .values_list("pk", "object_id", "artifact_kind"))
+    if copies:
+        logged = set(ArchiveDeletion.objects.filter(
+            tenant=request.tenant, artifact_id__in=[a for _, a, kind in copies if kind == ArtifactKind.ARCHIVE])
+            .values_list("artifact_id", flat=True))
+        notices = {n.artifact_id: n.deadline for n in FleetCopyNotice.objects.filter(
+            tenant=request.tenant, artifact_id__in=[a for _, a, kind in copies if kind == ArtifactKind.FLEET_COPY])}
+        settled: dict[tuple, list[int]] = {}
+        for pk, artifact_id, kind in copies:
+            if kind == ArtifactKind.FLEET_COPY and artifact_id in notices:
+                settled.setdefault((ItemOutcome.NOTIFIED, notices[artifact_id]), []).append(pk)
+            elif kind == ArtifactKind.ARCHIVE and artifact_id in logged:
+                settled.setdefault((ItemOutcome.LOGGED, None), []).append(pk)
+        for (outcome, deferred_until), pks in settled.items():  # one UPDATE per outcome and deadline
+            RequestItem.objects.filter(pk__in=pks).update(outcome=outcome, deferred_until=deferred_until)
+    still_there = DerivedArtifact.objects.filter(pk=OuterRef("object_id")).filter(
+        Q(content__gt="") | Q(vector__isnull=False))
+    pending.filter(~Exists(still_there)).update(outcome=ItemOutcome.DELETED)
 
 
 def step_confirm(*, request_id: int) -> StepResult:
@@ -335,7 +332,7 @@ def step_confirm(*, request_id: int) -> StepResult:
         kept = any(decision == ItemDecision.HIDE for _, _, decision, _, _ in items)
         final = RequestStatus.PARTIALLY_COMPLETED if (kept or deferred) and request.type == RequestType.ERASURE \
             else RequestStatus.COMPLETED
-        request_transition(request=request, to=final, actor=WORKFLOW, reload=False, action="confirm", gaps=[],
+        request_transition(request=request, to=final, actor=WORKFLOW, locked=True, action="confirm", gaps=[],
                            confirmed_at=timezone.now(),
                            note=f"confirmed; {len(deferred)} deferred items" if deferred else "confirmed")
     return StepResult(True, NOTIFY)

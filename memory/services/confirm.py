@@ -159,15 +159,21 @@ def erasures_confirm(*, tenant: Tenant, events: list[ForgetEvent]) -> list[Confi
 
     erased = [probe for probe in probes if not probe.gaps]
     if erased:
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):  # a failure here is the caller's failure too
             for batch in _batches(sorted({pk for probe in erased for pk in probe.ids})):
                 Record.objects.filter(pk__in=batch, erasure_pending=True).update(erasure_pending=False)
-            ForgetEvent.objects.filter(pk__in=[p.event.pk for p in erased], confirmed_at__isnull=True).update(
-                confirmed_at=timezone.now())
-        confirmed = dict(ForgetEvent.objects.filter(pk__in=[p.event.pk for p in erased]).values_list(
-            "pk", "confirmed_at"))
-        for probe in erased:
-            probe.event.confirmed_at = confirmed[probe.event.pk]
+            now = timezone.now()
+            unconfirmed = [p.event for p in erased if p.event.confirmed_at is None]
+            moved = ForgetEvent.objects.filter(pk__in=[e.pk for e in unconfirmed], confirmed_at__isnull=True).update(
+                confirmed_at=now)
+        if moved == len(unconfirmed):
+            for event in unconfirmed:
+                event.confirmed_at = now
+        else:  # another confirmation was first for some of them: theirs is the time
+            confirmed = dict(ForgetEvent.objects.filter(pk__in=[p.event.pk for p in erased]).values_list(
+                "pk", "confirmed_at"))
+            for probe in erased:
+                probe.event.confirmed_at = confirmed[probe.event.pk]
     return [ConfirmResult(event=p.event, erased=not p.gaps, evidence=p.evidence, gaps=p.gaps) for p in probes]
 
 
