@@ -41,6 +41,9 @@ def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subjects", type=int, default=1000, help="subjects erased on each side")
     parser.add_argument("--reuse", action="store_true")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="then run N more subjects' requests in this process, step by step, and print where "
+                             "a request's time and queries go")
     return parser.parse_args()
 
 
@@ -146,6 +149,99 @@ def _run_raw(subject_ids: list[int]) -> float:
     return time.perf_counter() - started
 
 
+class Profile:
+    """Where a request's time goes, in this process (no broker): per step, its wall time and queries; and,
+    across the steps, the time spent in the parts other apps own (wrapped, not changed: bench-only)."""
+
+    # (module, name, label): the name is patched where the caller looks it up when it calls.
+    PARTS = [
+        ("dsr.services.workflow", "records_forget", "records_forget (memory; 2 per request)"),
+        ("tombstones.services.issue", "tombstones_issue_many", "  of which: issuing the tombstone"),
+        ("tombstones.services", "receipt_build", "receipts (tombstones; 1 per tombstone)"),
+        ("dsr.services.workflow", "erasures_confirm", "confirmation probes (memory)"),
+    ]
+
+    def __init__(self):
+        self.steps: dict[str, list[float]] = {}
+        self.parts: dict[str, float] = {}
+        self.commit = 0.0
+        self.queries: dict[str, int] = {}
+
+    def _wrap(self, owner, name: str, label: str, patched: list) -> None:
+        original = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.parts[label] = self.parts.get(label, 0.0) + time.perf_counter() - started
+
+        setattr(owner, name, timed)
+        patched.append((owner, name, original))
+
+    def run(self, request_ids: list[int]) -> float:
+        import importlib
+
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        from dsr.services import workflow
+        from dsr.tasks import STEPS
+
+        patched: list = []
+        for module, name, label in self.PARTS:
+            self._wrap(importlib.import_module(module), name, label, patched)
+        original_commit = connection._commit
+
+        def commit(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original_commit(*args, **kwargs)
+            finally:
+                self.commit += time.perf_counter() - started
+
+        connection._commit = commit
+        started = time.perf_counter()
+        try:
+            for request_id in request_ids:
+                step = workflow.PLAN
+                while step:  # what the worker runs for one delivery
+                    with CaptureQueriesContext(connection) as queries:
+                        began = time.perf_counter()
+                        next_step = STEPS[step](request_id=request_id).next_step
+                        self.steps.setdefault(step, []).append(time.perf_counter() - began)
+                    self.queries[step] = self.queries.get(step, 0) + len(queries)
+                    step = next_step
+        finally:
+            connection._commit = original_commit
+            for owner, name, original in reversed(patched):
+                setattr(owner, name, original)
+        return time.perf_counter() - started
+
+    def report(self, n: int, total: float) -> str:
+        lines = [f"in-process profile: {n} requests in {total:.2f} s = {1000 * total / n:.1f} ms per request",
+                 f"  {'step':<44} {'ms/request':>10} {'queries/request':>16}"]
+        for step, times in self.steps.items():
+            lines.append(f"  {step:<44} {1000 * sum(times) / n:10.1f} {self.queries[step] / n:16.1f}")
+        lines.append(f"  {'(all steps)':<44} {1000 * total / n:10.1f} {sum(self.queries.values()) / n:16.1f}")
+        for _, _, label in self.PARTS:
+            lines.append(f"  {label:<44} {1000 * self.parts.get(label, 0.0) / n:10.1f}")
+        lines.append(f"  {'COMMIT (all transactions)':<44} {1000 * self.commit / n:10.1f}")
+        return "\n".join(lines)
+
+
+def _profile(tenant, subject_ids: list[int]) -> None:
+    profile = Profile()
+    request_ids = _requests_create(tenant, subject_ids)
+    total = profile.run(request_ids)
+    print(profile.report(len(request_ids), total))
+
+
+def _load() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
     args = _args()
     _setup(os.environ.get("DATABASE_URL", DEFAULT_URL), args.reuse)
@@ -158,6 +254,7 @@ def main() -> None:
         "HAVING bool_and(forgotten_at IS NULL) ORDER BY subject_id LIMIT %s", [tenant.pk, 2 * args.subjects])]
     workflow_side, raw_side = untouched[: args.subjects], untouched[args.subjects:]
     _derived_add(untouched)
+    print(f"start: {_load()}")
     workflow_seconds = _run_workflow(tenant, workflow_side)
     if not _fetch("SELECT 1 FROM dsr_subjectrequest LIMIT 1"):
         sys.exit("no request to hang the raw side's audit rows on")
@@ -170,6 +267,13 @@ def main() -> None:
     print(f"raw SQL:             {args.subjects} subjects in {raw_seconds:.1f} s = {raw_rate:,.1f} subjects/s")
     ratio = workflow_rate / raw_rate
     print(f"ratio workflow/raw: {ratio:.3f} (goal {GOAL}: {'met' if ratio >= GOAL else 'NOT met'})")
+    print(f"end: {_load()}")
+    if args.profile:
+        profiled = [row[0] for row in _fetch(
+            "SELECT subject_id FROM memory_record WHERE tenant_id = %s GROUP BY subject_id "
+            "HAVING bool_and(forgotten_at IS NULL) ORDER BY subject_id LIMIT %s", [tenant.pk, args.profile])]
+        _derived_add(profiled)
+        _profile(tenant, profiled)
 
 
 if __name__ == "__main__":
