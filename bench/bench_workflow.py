@@ -1,23 +1,33 @@
 """Erase 1,000 subjects through the erasure workflow on one real Celery worker, against doing the same
 deletes with raw SQL, in the same run.
 
-    .venv/bin/python bench/bench_workflow.py            # builds the store, measures, prints the ratio
-    .venv/bin/python bench/bench_workflow.py --reuse    # keeps the store of an earlier run
+    .venv/bin/python bench/bench_workflow.py                 # builds the store, measures, prints the ratio
+    .venv/bin/python bench/bench_workflow.py --reuse         # keeps the store of an earlier run
+    .venv/bin/python bench/bench_workflow.py --reuse --subjects 100 --profile 30   # a quick run, and a profile
 
 The store (PostgreSQL; DATABASE_URL, default postgres://postgres@127.0.0.1:5432/ledger_bench_workflow, a
 database this script drops and re-creates): bench_forget.py's 1,000,000 records over 100,000 subjects
 (10 each; each subject's first record is a trade under a 7-year write-once compliance rule), plus, for the
-2,000 subjects measured here, 10 derived artifacts each (one summary per record, with lineage).
+subjects measured here, 10 derived artifacts each (one summary per record, with lineage). A run erases
+the subjects it measures; `--reuse` takes untouched ones, and builds a new store when too few are left.
 
-Workflow side: 1,000 verified GDPR erasure requests, started at once; one worker (`--pool=solo`, Redis
-broker) runs every step of every request: plan, evaluate, execute (the one guarded forget: a signed
-tombstone per decision, derivatives erased), confirm (every read path probed), notify (the outcome mail,
-with the receipts, to Django's locmem mail backend). Timed from the first start to the last notice.
+Workflow side: 1,000 verified GDPR erasure requests, started at once (one message each); one worker
+(`--pool=solo`, Redis broker, a database connection kept from task to task) runs every step of every
+request: plan and evaluate (one transaction), execute (the one guarded forget, one per decision: a signed
+tombstone each, derivatives erased), confirm (every read path probed), notify (the outcome mail, with the
+receipts, to Django's locmem mail backend). The steps that are due run in the same task (dsr/tasks.py),
+each in its own transaction. Timed from the first start to the last notice.
 
 Raw side: for each of 1,000 other subjects, one transaction doing the same deletes: the derived
 artifacts (their lineage cascades), the nine unlocked records, a hide of the locked one, and one audit
-row; no tombstone, no confirmation, no notice. Subjects per second on each side and the ratio
-(goal 0.3).
+row; no tombstone, no confirmation, no notice. Half of it runs before the workflow and half after (the
+machine's load moves during a run). Subjects per second on each side and the ratio (goal 0.3), with the
+load average at the start and the end.
+
+`--profile N` then runs N more requests in this process, step by step, and prints per step its time, its
+queries and the part of it spent in cursor.execute, and the same for the parts other apps own
+(records_forget and its tombstone, receipt_build and its checkpoint, the confirmation probes) and for the
+COMMITs.
 """
 from __future__ import annotations
 
