@@ -325,10 +325,12 @@ def main() -> None:
     tenant = Tenant.objects.get(name=TENANT)
     untouched = [row[0] for row in _fetch(
         "SELECT subject_id FROM memory_record WHERE tenant_id = %s GROUP BY subject_id "
-        "HAVING bool_and(forgotten_at IS NULL) AND count(*) = 10 ORDER BY subject_id LIMIT %s", [tenant.pk, 2 * args.subjects])]
+        "HAVING bool_and(forgotten_at IS NULL) AND count(*) = 10 ORDER BY subject_id LIMIT %s",
+        [tenant.pk, 2 * args.subjects])]
     workflow_side, raw_side = untouched[: args.subjects], untouched[args.subjects:]
     _derived_add(untouched)
-    print(f"start: {_load()}; worker database: {_worker_url(os.environ['DATABASE_URL']).partition('?')[2] or 'default'}")
+    worker_options = _worker_url(os.environ["DATABASE_URL"]).partition("?")[2] or "default"
+    print(f"start: {_load()}; worker database: {worker_options}")
     request_ids = _requests_create(tenant, workflow_side)
     # Rounds that alternate the two sides: the machine's load moves during a run of minutes (other
     # benchmarks share its two cores), and each side should sample the same moments of it.
@@ -358,7 +360,8 @@ def main() -> None:
     if args.profile:
         profiled = [row[0] for row in _fetch(
             "SELECT subject_id FROM memory_record WHERE tenant_id = %s GROUP BY subject_id "
-            "HAVING bool_and(forgotten_at IS NULL) AND count(*) = 10 ORDER BY subject_id LIMIT %s", [tenant.pk, args.profile])]
+            "HAVING bool_and(forgotten_at IS NULL) AND count(*) = 10 ORDER BY subject_id LIMIT %s",
+            [tenant.pk, args.profile])]
         _derived_add(profiled)
         _profile(tenant, profiled)
 

@@ -94,14 +94,14 @@ def step_plan(*, request_id: int) -> StepResult:
         added = _plan_items(request)
         if request.type == RequestType.ACCESS:
             export = access_export(request=request)
-            request = request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, locked=True, action="plan",
-                                         note=f"{len(export['records'])} live records exported",
+            request = request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, locked=True,
+                                         action="plan", note=f"{len(export['records'])} live records exported",
                                          planned_at=timezone.now(), export=export)
-            request_transition(request=request, to=RequestStatus.COMPLETED, actor=WORKFLOW, locked=True, action="export_ready",
-                               confirmed_at=timezone.now())
+            request_transition(request=request, to=RequestStatus.COMPLETED, actor=WORKFLOW, locked=True,
+                               action="export_ready", confirmed_at=timezone.now())
             return StepResult(True, NOTIFY)
-        request = request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, locked=True, action="plan",
-                                     note=f"{added} items planned", planned_at=timezone.now())
+        request = request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, locked=True,
+                                     action="plan", note=f"{added} items planned", planned_at=timezone.now())
         _evaluate(request)
     return StepResult(True, EXECUTE)
 
