@@ -1,28 +1,40 @@
 """Erase 1,000 subjects through the erasure workflow on one real Celery worker, against doing the same
 deletes with raw SQL, in the same run.
 
-    .venv/bin/python bench/bench_workflow.py            # builds the store, measures, prints the ratio
-    .venv/bin/python bench/bench_workflow.py --reuse    # keeps the store of an earlier run
+    .venv/bin/python bench/bench_workflow.py                 # builds the store, measures, prints the ratio
+    .venv/bin/python bench/bench_workflow.py --reuse         # keeps the store of an earlier run
+    .venv/bin/python bench/bench_workflow.py --reuse --subjects 100 --profile 30   # a quick run, and a profile
 
 The store (PostgreSQL; DATABASE_URL, default postgres://postgres@127.0.0.1:5432/ledger_bench_workflow, a
 database this script drops and re-creates): bench_forget.py's 1,000,000 records over 100,000 subjects
 (10 each; each subject's first record is a trade under a 7-year write-once compliance rule), plus, for the
-2,000 subjects measured here, 10 derived artifacts each (one summary per record, with lineage).
+subjects measured here, 10 derived artifacts each (one summary per record, with lineage). A run erases
+the subjects it measures; `--reuse` takes untouched ones, and builds a new store when too few are left.
 
-Workflow side: 1,000 verified GDPR erasure requests, started at once; one worker (`--pool=solo`, Redis
-broker) runs every step of every request: plan, evaluate, execute (the one guarded forget: a signed
-tombstone per decision, derivatives erased), confirm (every read path probed), notify (the outcome mail,
-with the receipts, to Django's locmem mail backend). Timed from the first start to the last notice.
+Workflow side: 1,000 verified GDPR erasure requests (one message each); one worker
+(`--pool=solo`, Redis broker, a database connection kept from task to task) runs every step of every
+request: plan and evaluate (one transaction), execute (the one guarded forget, one per decision: a signed
+tombstone each, derivatives erased), confirm (every read path probed), notify (the outcome mail, with the
+receipts, to Django's locmem mail backend). The steps that are due run in the same task (dsr/tasks.py),
+each in its own transaction. Timed from the first start to the last notice.
 
 Raw side: for each of 1,000 other subjects, one transaction doing the same deletes: the derived
 artifacts (their lineage cascades), the nine unlocked records, a hide of the locked one, and one audit
-row; no tombstone, no confirmation, no notice. Subjects per second on each side and the ratio
-(goal 0.3).
+row; no tombstone, no confirmation, no notice. The two sides alternate in rounds (`--rounds`, 10: a tenth
+of the raw side, then a tenth of the requests, started at once), so that both sample the same moments of
+a load that moves (other benchmarks share the two cores). Subjects per second on each side, the ratio
+(goal 0.3) and the median of the rounds' ratios, with the load average.
+
+`--profile N` then runs N more requests in this process, step by step, and prints per step its time, its
+queries and the part of it spent in cursor.execute, and the same for the parts other apps own
+(records_forget and its tombstone, receipt_build and its checkpoint, the confirmation probes) and for the
+COMMITs.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -41,10 +53,29 @@ def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subjects", type=int, default=1000, help="subjects erased on each side")
     parser.add_argument("--reuse", action="store_true")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds alternating the raw side and the workflow")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="then run N more subjects' requests in this process, step by step, and print where "
+                             "a request's time and queries go")
     return parser.parse_args()
 
 
-def _setup(url: str, reuse: bool) -> None:
+def _store_reusable(needed: int) -> bool:
+    """A store an earlier run built (its 100,000 subjects), with `needed` subjects still untouched: a run
+    erases the subjects it measures, so bench_forget's own check (no record forgotten) no longer holds."""
+    from bench_forget import TENANT, _fetch
+
+    from memory.models import Subject, Tenant
+
+    tenant = Tenant.objects.filter(name=TENANT).first()
+    if tenant is None or Subject.objects.filter(tenant=tenant).count() != 100_000:
+        return False
+    untouched = _fetch("SELECT count(*) FROM (SELECT subject_id FROM memory_record WHERE tenant_id = %s "
+                       "GROUP BY subject_id HAVING bool_and(forgotten_at IS NULL) AND count(*) = 10) s", [tenant.pk])
+    return untouched[0][0] >= needed
+
+
+def _setup(url: str, reuse: bool, needed: int) -> None:
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/13")
     os.environ["CELERY_TASK_DEFAULT_QUEUE"] = QUEUE
@@ -60,7 +91,15 @@ def _setup(url: str, reuse: bool) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    if not reuse or not bench_forget._store_shape(100_000, 10):
+    if reuse and not _store_reusable(needed):
+        from django.db import connection
+
+        print("the store cannot be reused (not built, or too few subjects left untouched): building a new one")
+        connection.close()
+        bench_forget._database_ensure(url, fresh=True)
+        call_command("migrate", verbosity=0)
+        reuse = False
+    if not reuse:
         bench_forget._store_build(100_000, 10)
 
 
@@ -94,35 +133,56 @@ def _requests_create(tenant, subject_ids: list[int]) -> list[int]:
     return [r.pk for r in made]
 
 
-def _run_workflow(tenant, subject_ids: list[int]) -> float:
-    from config.celery import app
-    from dsr.models import SubjectRequest
-    from dsr.services.workflow import PLAN
-    from dsr.tasks import workflow_step
+def _worker_url(url: str) -> str:
+    """The worker keeps its database connection from task to task, as a deployed worker should
+    (DATABASE_URL `?conn_max_age=600&conn_health_checks=true`; the raw side, too, uses one connection for
+    all its subjects). With Django's default (CONN_MAX_AGE = 0) Celery closes it after every task, and
+    each request then pays a new PostgreSQL backend and its cold catalog caches: ~0.25 s per request on
+    these machines under load, more than the workflow's own work. A DATABASE_URL that says otherwise wins."""
+    if "conn_max_age" in url:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}conn_max_age=600&conn_health_checks=true"
 
-    request_ids = _requests_create(tenant, subject_ids)
-    with app.connection_for_write() as conn:
-        conn.default_channel.queue_purge(QUEUE)
-    log = open(ROOT / "var" / "bench-workflow-worker.log", "wb")
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "-Q", QUEUE,
-                               "--without-gossip", "--without-mingle", "--loglevel=warning"],
-                              cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT)
-    try:
+
+class _Worker:
+    """One Celery worker (`--pool=solo`) on the bench's queue, for the whole run."""
+
+    def __enter__(self):
+        from config.celery import app
+
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_purge(QUEUE)
+        self.log = open(ROOT / "var" / "bench-workflow-worker.log", "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "-Q", QUEUE,
+             "--without-gossip", "--without-mingle", "--loglevel=warning"],
+            cwd=ROOT, env={**os.environ, "DATABASE_URL": _worker_url(os.environ["DATABASE_URL"])},
+            stdout=self.log, stderr=subprocess.STDOUT)
         time.sleep(3)  # the worker's own start-up is not the workflow's cost
+        return self
+
+    def __exit__(self, *exc):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.log.close()
+
+    def run(self, request_ids: list[int]) -> float:
+        """Start these requests at once; seconds until the last one has notified its subject."""
+        from dsr.models import SubjectRequest
+        from dsr.services.workflow import PLAN
+        from dsr.tasks import workflow_step
+
         started = time.perf_counter()
         for request_id in request_ids:
             workflow_step.delay(request_id, PLAN)
         while SubjectRequest.objects.filter(pk__in=request_ids, notified_at__isnull=True).exists():
-            if worker.poll() is not None:
+            if self.process.poll() is not None:
                 sys.exit("bench_workflow: the worker died; see var/bench-workflow-worker.log")
-            time.sleep(0.2)
+            time.sleep(0.05)
         elapsed = time.perf_counter() - started
-    finally:
-        worker.terminate()
-        worker.wait(timeout=30)
-    statuses = set(SubjectRequest.objects.filter(pk__in=request_ids).values_list("status", flat=True))
-    assert statuses == {"partially_completed"}, statuses
-    return elapsed
+        statuses = set(SubjectRequest.objects.filter(pk__in=request_ids).values_list("status", flat=True))
+        assert statuses == {"partially_completed"}, statuses
+        return elapsed
 
 
 def _run_raw(subject_ids: list[int]) -> float:
@@ -146,22 +206,147 @@ def _run_raw(subject_ids: list[int]) -> float:
     return time.perf_counter() - started
 
 
+class Profile:
+    """Where a request's time goes, in this process (no broker): per step, its wall time, its queries and
+    the time spent in cursor.execute (the round trip and the server's work); and, across the steps, the
+    same for the parts other apps own (wrapped, not changed: bench-only). Parts nest: a tombstone is
+    issued inside records_forget."""
+
+    # (module, name, label): the name is patched where the caller looks it up when it calls.
+    PARTS = [
+        ("dsr.services.workflow", "records_forget", "records_forget (memory; 2 per request)"),
+        ("tombstones.services.issue", "tombstones_issue_many", "  of which: issuing the tombstone"),
+        ("tombstones.services", "receipt_build", "receipt_build (tombstones; 1 per tombstone)"),
+        ("tombstones.services.receipts", "checkpoint_sign", "  of which: a checkpoint"),
+        ("dsr.services.workflow", "erasures_confirm", "confirmation probes (memory)"),
+    ]
+
+    def __init__(self):
+        self.wall: dict[str, float] = {}
+        self.db: dict[str, float] = {}
+        self.queries: dict[str, int] = {}
+        self.commit = 0.0
+        self._active: list[str] = []
+
+    def _wrap(self, owner, name: str, label: str, patched: list) -> None:
+        original = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            self._active.append(label)
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._active.pop()
+                self.wall[label] = self.wall.get(label, 0.0) + time.perf_counter() - started
+
+        setattr(owner, name, timed)
+        patched.append((owner, name, original))
+
+    def _execute(self, execute, sql, params, many, context):
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            elapsed = time.perf_counter() - started
+            for label in set(self._active):
+                self.db[label] = self.db.get(label, 0.0) + elapsed
+                self.queries[label] = self.queries.get(label, 0) + 1
+
+    def run(self, request_ids: list[int]) -> float:
+        import importlib
+
+        from django.db import connection
+
+        from dsr.services import workflow
+        from dsr.tasks import STEPS
+
+        patched: list = []
+        for module, name, label in self.PARTS:
+            self._wrap(importlib.import_module(module), name, label, patched)
+        steps = {name: (lambda name: lambda **kw: STEPS[name](**kw))(name) for name in STEPS}
+        holder = type("Steps", (), {})
+        for name, call in steps.items():
+            setattr(holder, name, staticmethod(call))
+            self._wrap(holder, name, f"step {name}", patched)
+        original_commit = connection._commit
+
+        def commit(*args, **kwargs):  # COMMIT is not a cursor.execute: timed on its own, inside its step
+            started = time.perf_counter()
+            try:
+                return original_commit(*args, **kwargs)
+            finally:
+                self.commit += time.perf_counter() - started
+                self.queries["COMMIT"] = self.queries.get("COMMIT", 0) + 1
+
+        connection._commit = commit
+        started = time.perf_counter()
+        try:
+            with connection.execute_wrapper(self._execute):
+                for request_id in request_ids:
+                    step = workflow.PLAN
+                    while step:  # what the worker runs for one delivery
+                        step = getattr(holder, step)(request_id=request_id).next_step
+        finally:
+            connection._commit = original_commit
+            for owner, name, original in reversed(patched):
+                setattr(owner, name, original)
+        return time.perf_counter() - started
+
+    def report(self, n: int, total: float) -> str:
+        lines = [f"in-process profile: {n} requests in {total:.2f} s = {1000 * total / n:.1f} ms per request",
+                 f"  {'':<46} {'ms/request':>10} {'queries':>8} {'of it in execute, ms':>20}"]
+        labels = [label for label in self.wall if label.startswith("step ")] + [label for *_, label in self.PARTS]
+        for label in labels:
+            lines.append(f"  {label:<46} {1000 * self.wall.get(label, 0.0) / n:10.1f} "
+                         f"{self.queries.get(label, 0) / n:8.1f} {1000 * self.db.get(label, 0.0) / n:20.1f}")
+        lines.append(f"  {'COMMIT (all transactions, in the steps)':<46} {1000 * self.commit / n:10.1f} "
+                     f"{self.queries.get('COMMIT', 0) / n:8.1f}")
+        return "\n".join(lines)
+
+
+def _profile(tenant, subject_ids: list[int]) -> None:
+    profile = Profile()
+    request_ids = _requests_create(tenant, subject_ids)
+    total = profile.run(request_ids)
+    print(profile.report(len(request_ids), total))
+
+
+def _load() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
     args = _args()
-    _setup(os.environ.get("DATABASE_URL", DEFAULT_URL), args.reuse)
+    _setup(os.environ.get("DATABASE_URL", DEFAULT_URL), args.reuse, 2 * args.subjects + args.profile)
     from bench_forget import TENANT, _fetch
     from memory.models import Tenant
 
     tenant = Tenant.objects.get(name=TENANT)
     untouched = [row[0] for row in _fetch(
         "SELECT subject_id FROM memory_record WHERE tenant_id = %s GROUP BY subject_id "
-        "HAVING bool_and(forgotten_at IS NULL) ORDER BY subject_id LIMIT %s", [tenant.pk, 2 * args.subjects])]
+        "HAVING bool_and(forgotten_at IS NULL) AND count(*) = 10 ORDER BY subject_id LIMIT %s",
+        [tenant.pk, 2 * args.subjects])]
     workflow_side, raw_side = untouched[: args.subjects], untouched[args.subjects:]
     _derived_add(untouched)
-    workflow_seconds = _run_workflow(tenant, workflow_side)
-    if not _fetch("SELECT 1 FROM dsr_subjectrequest LIMIT 1"):
-        sys.exit("no request to hang the raw side's audit rows on")
-    raw_seconds = _run_raw(raw_side)
+    worker_options = _worker_url(os.environ["DATABASE_URL"]).partition("?")[2] or "default"
+    print(f"start: {_load()}; worker database: {worker_options}")
+    request_ids = _requests_create(tenant, workflow_side)
+    # Rounds that alternate the two sides: the machine's load moves during a run of minutes (other
+    # benchmarks share its two cores), and each side should sample the same moments of it.
+    rounds = max(1, min(args.rounds, args.subjects))
+    workflow_seconds = raw_seconds = 0.0
+    ratios = []
+    with _Worker() as worker:
+        for n in range(rounds):
+            chunk = slice(n * args.subjects // rounds, (n + 1) * args.subjects // rounds)
+            raw = _run_raw(raw_side[chunk])
+            flow = worker.run(request_ids[chunk])
+            raw_seconds, workflow_seconds = raw_seconds + raw, workflow_seconds + flow
+            ratios.append(raw / flow)
+            count = len(request_ids[chunk])
+            print(f"  round {n + 1}: workflow {count / flow:6.1f}/s, raw {count / raw:6.1f}/s, "
+                  f"ratio {raw / flow:.3f} ({_load()})")
     left = _fetch("SELECT count(*) FROM memory_record WHERE subject_id = ANY(%s) AND forgotten_at IS NULL",
                   [workflow_side + raw_side])[0][0]
     assert left == 0, f"{left} records still visible"
@@ -169,7 +354,16 @@ def main() -> None:
     print(f"workflow (1 worker): {args.subjects} subjects in {workflow_seconds:.1f} s = {workflow_rate:,.1f} subjects/s")
     print(f"raw SQL:             {args.subjects} subjects in {raw_seconds:.1f} s = {raw_rate:,.1f} subjects/s")
     ratio = workflow_rate / raw_rate
-    print(f"ratio workflow/raw: {ratio:.3f} (goal {GOAL}: {'met' if ratio >= GOAL else 'NOT met'})")
+    print(f"ratio workflow/raw: {ratio:.3f} (goal {GOAL}: {'met' if ratio >= GOAL else 'NOT met'}); "
+          f"median of the rounds' ratios: {statistics.median(ratios):.3f}")
+    print(f"end: {_load()}")
+    if args.profile:
+        profiled = [row[0] for row in _fetch(
+            "SELECT subject_id FROM memory_record WHERE tenant_id = %s GROUP BY subject_id "
+            "HAVING bool_and(forgotten_at IS NULL) AND count(*) = 10 ORDER BY subject_id LIMIT %s",
+            [tenant.pk, args.profile])]
+        _derived_add(profiled)
+        _profile(tenant, profiled)
 
 
 if __name__ == "__main__":

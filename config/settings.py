@@ -166,6 +166,9 @@ LEDGER_COMPACTION_GRACE_DAYS = env.int("LEDGER_COMPACTION_GRACE_DAYS", default=3
 LEDGER_FLEET_ACK_DAYS = env.int("LEDGER_FLEET_ACK_DAYS", default=7)
 # Records per transaction of the erasure workflow's execute step (dsr/services/workflow.py says why).
 LEDGER_EXECUTE_BATCH = env.int("LEDGER_EXECUTE_BATCH", default=500)
+# Seconds one workflow task goes on running the steps that are due before it enqueues the next one
+# (dsr/tasks.py says why); 0 enqueues every step.
+LEDGER_WORKFLOW_INLINE_SECONDS = env.float("LEDGER_WORKFLOW_INLINE_SECONDS", default=10.0)
 # Sweeps (memory.sweeps, dsr.services.deferred): records per batch of compaction and pact-TTL expiry (one
 # claim, one forget and one tombstone per tenant per batch); a run whose last batch is older than
 # LEDGER_SWEEP_STALE_SECONDS lost its worker, and the next run of its kind takes over.

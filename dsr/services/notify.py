@@ -34,11 +34,18 @@ def step_notify(*, request_id: int):
         if request is None or request.notified_at or request.status not in (
                 RequestStatus.COMPLETED, RequestStatus.PARTIALLY_COMPLETED):
             return StepResult(False, None)
-        notice = (SubjectNotice.objects.filter(request=request, kind__startswith="outcome", sent_at__isnull=True).first()
-                  or _notice_compose(request))
-        _send(request, notice)
         now = timezone.now()
-        SubjectNotice.objects.filter(pk=notice.pk).update(sent_at=now)
+        earlier = list(SubjectNotice.objects.filter(request=request, kind__startswith="outcome").order_by("pk")
+                       .values_list("pk", "sent_at"))
+        unsent = next((pk for pk, sent_at in earlier if sent_at is None), None)
+        if unsent is not None:  # an outbox row left by an earlier version of this step: sent as written
+            notice = SubjectNotice.objects.get(pk=unsent)
+            SubjectNotice.objects.filter(pk=notice.pk).update(sent_at=now)
+        else:
+            # Stored as sent in the transaction that sends it: if the mail backend refuses, the row goes
+            # with the rollback, and the next delivery composes and sends again.
+            notice = _notice_compose(request, earlier=len(earlier), sent_at=now)
+        _send(request, notice)
         SubjectRequest.objects.filter(pk=request.pk).update(notified_at=now)
         history_add(request=request, action="subject_notified", actor="workflow",
                     note="outcome sent to the subject" if notice.to else "no address on file: outcome kept on record")
@@ -54,7 +61,7 @@ def _send(request: SubjectRequest, notice: SubjectNotice) -> None:
     message.send()
 
 
-def _notice_compose(request: SubjectRequest) -> SubjectNotice:
+def _notice_compose(request: SubjectRequest, *, earlier: int, sent_at=None) -> SubjectNotice:
     from tombstones.services import receipt_build
 
     items = list(RequestItem.objects.filter(request=request))
@@ -80,12 +87,11 @@ def _notice_compose(request: SubjectRequest) -> SubjectNotice:
         lines += [f"  {settings.LEDGER_PUBLIC_URL.rstrip('/')}/verify/?id={t}" for t in tombstone_ids]
         lines += ["The attached receipt holds the signed tombstones, their proofs of inclusion in our public log, and "
                   "the salts that let you show that a piece of your data was among what was erased. Keep it."]
-    earlier = SubjectNotice.objects.filter(request=request, kind__startswith="outcome").count()
     return SubjectNotice.objects.create(
         request=request, kind="outcome" if not earlier else f"outcome-{earlier + 1}", to=request.contact_email,
         subject_line=f"Your {request.get_type_display().lower()} request {request.pk}: "
                      f"{request.get_status_display().lower()}",
-        body="\n".join(lines), receipt=receipt,
+        body="\n".join(lines), receipt=receipt, sent_at=sent_at,
     )
 
 

@@ -34,17 +34,30 @@ def history_add(*, request: SubjectRequest, action: str, actor: str, note: str =
 
 
 def request_transition(*, request: SubjectRequest, to: str, actor: str, action: str = "", note: str = "",
-                       **fields) -> SubjectRequest:
-    """Move `request` to `to` (and set `fields` with it), or raise. Returns the refreshed request."""
+                       locked: bool = False, **fields) -> SubjectRequest:
+    """Move `request` to `to` (and set `fields` with it), or raise. Returns the refreshed request.
+
+    `locked=True` is for a caller that holds the request's row lock in its own transaction (the workflow's
+    steps): its instance is current, so the move and `fields` (plain values) are set on it instead of
+    reading the row again, and its transaction (no savepoint of ours) makes the move and the history row
+    one: a failed move fails the caller's transaction.
+    """
     if to not in ALLOWED.get(request.status, set()):
         raise errors.conflict("illegal_transition", f"A request cannot move from {request.status} to {to}.",
                               from_status=request.status, to_status=to)
-    with transaction.atomic():
+    if locked and not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("locked=True: the caller's transaction holds the request's row lock")
+    with transaction.atomic(savepoint=not locked):
         moved = SubjectRequest.objects.filter(pk=request.pk, status=request.status).update(status=to, **fields)
         if not moved:
             raise errors.conflict("concurrent_transition", "The request moved meanwhile; reload it.",
                                   expected_status=request.status)
         history_add(request=request, action=action or f"move_{to}", actor=actor, note=note,
                     from_status=request.status, to_status=to)
-    request.refresh_from_db()
+    if not locked or any(hasattr(value, "resolve_expression") for value in fields.values()):
+        request.refresh_from_db()
+        return request
+    request.status = to
+    for name, value in fields.items():
+        setattr(request, name, value)
     return request

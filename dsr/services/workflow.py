@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from dsr.models import (
@@ -33,17 +33,21 @@ from memory.models import (
     ArtifactKind,
     DerivedArtifact,
     FleetCopyNotice,
+    ForgetEvent,
     ForgetMode,
     Lineage,
     Record,
 )
-from memory.services import ForgetTarget, erasure_confirm, records_forget, records_refusals
+from memory.services import ForgetTarget, records_forget, records_refusals
+from memory.services.confirm import erasures_confirm
 
 # Records per execute transaction: one forget (one tombstone) per decision per batch. Small enough that
 # a worker killed mid-batch loses little work and holds row locks briefly; large enough that the
 # per-batch signing and bookkeeping are amortized.
 EXECUTE_BATCH = settings.LEDGER_EXECUTE_BATCH
 WORKFLOW = "workflow"
+# Ids per set-based UPDATE of request items: well under any bound-parameter limit.
+UPDATE_BATCH = 5_000
 
 PLAN, EVALUATE, EXECUTE, CONFIRM, NOTIFY, DONE = "plan", "evaluate", "execute", "confirm", "notify", None
 
@@ -76,7 +80,13 @@ def workflow_start(*, request: SubjectRequest, actor: str) -> SubjectRequest:
 
 def step_plan(*, request_id: int) -> StepResult:
     """Every record of the subject in every scope of the tenant, and every artifact reachable through
-    lineage; for an access request, the export of the subject's live data."""
+    lineage; for an access request, the export of the subject's live data.
+
+    An erasure or restriction is evaluated in the same transaction (both moves, verified -> planned ->
+    executing, with their history rows): evaluation reads only what the plan just wrote and the records'
+    locks, so a separate transaction (and a round trip through the broker) would buy nothing. A request
+    found `planned` (one planned before evaluation was folded in) is evaluated by `step_evaluate`.
+    """
     with transaction.atomic():
         request = _locked(request_id)
         if request is None or request.status != RequestStatus.VERIFIED:
@@ -84,46 +94,70 @@ def step_plan(*, request_id: int) -> StepResult:
         added = _plan_items(request)
         if request.type == RequestType.ACCESS:
             export = access_export(request=request)
-            request = request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, action="plan",
-                                         note=f"{len(export['records'])} live records exported",
+            request = request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, locked=True,
+                                         action="plan", note=f"{len(export['records'])} live records exported",
                                          planned_at=timezone.now(), export=export)
-            request_transition(request=request, to=RequestStatus.COMPLETED, actor=WORKFLOW, action="export_ready",
-                               confirmed_at=timezone.now())
+            request_transition(request=request, to=RequestStatus.COMPLETED, actor=WORKFLOW, locked=True,
+                               action="export_ready", confirmed_at=timezone.now())
             return StepResult(True, NOTIFY)
-        request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, action="plan",
-                           note=f"{added} items planned", planned_at=timezone.now())
-    return StepResult(True, EVALUATE)
+        request = request_transition(request=request, to=RequestStatus.PLANNED, actor=WORKFLOW, locked=True,
+                                     action="plan", note=f"{added} items planned", planned_at=timezone.now())
+        _evaluate(request)
+    return StepResult(True, EXECUTE)
+
+
+# The plan, set-based: the subject's records that still hold content or are still visible (live or hidden,
+# not those already redacted), and every artifact derived from them, inserted in one statement; the
+# unique (request, kind, object_id) constraint makes a second run add only what is new.
+_PLAN_SQL = f"""
+    INSERT INTO {RequestItem._meta.db_table} (request_id, kind, object_id, artifact_kind, decision, outcome)
+    SELECT %(request)s, %(record)s, r.id, '', '', %(pending)s
+    FROM {Record._meta.db_table} r
+    WHERE r.tenant_id = %(tenant)s AND r.subject_id = %(subject)s AND (r.redacted_at IS NULL OR r.content > '')
+    UNION ALL
+    SELECT DISTINCT %(request)s, %(artifact)s, a.id, a.kind, %(propagate)s, %(pending)s
+    FROM {Record._meta.db_table} r
+    JOIN {Lineage._meta.db_table} l ON l.source_id = r.id
+    JOIN {DerivedArtifact._meta.db_table} a ON a.id = l.artifact_id
+    WHERE r.tenant_id = %(tenant)s AND r.subject_id = %(subject)s AND (r.redacted_at IS NULL OR r.content > '')
+    ON CONFLICT DO NOTHING
+"""
 
 
 def _plan_items(request: SubjectRequest) -> int:
-    """Add the subject's live or hidden records, and their artifacts, to the plan (idempotent)."""
-    record_ids = list(Record.objects.filter(tenant=request.tenant, subject=request.subject)
-                      .filter(Q(redacted_at__isnull=True) | Q(content__gt="")).values_list("pk", flat=True))
-    artifacts = dict(DerivedArtifact.objects.filter(lineage__source_id__in=record_ids).values_list("pk", "kind"))
-    items = [RequestItem(request=request, kind=ItemKind.RECORD, object_id=pk) for pk in record_ids]
-    items += [RequestItem(request=request, kind=ItemKind.ARTIFACT, object_id=pk, artifact_kind=kind,
-                          decision=ItemDecision.PROPAGATE) for pk, kind in artifacts.items()]
-    before = RequestItem.objects.filter(request=request).count()
-    RequestItem.objects.bulk_create(items, ignore_conflicts=True, batch_size=2000)
-    return RequestItem.objects.filter(request=request).count() - before
+    """Add the subject's live or hidden records, and their artifacts, to the plan (idempotent); returns
+    how many items were new."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PLAN_SQL, {
+            "request": request.pk, "tenant": request.tenant_id, "subject": request.subject_id,
+            "record": ItemKind.RECORD.value, "artifact": ItemKind.ARTIFACT.value,
+            "propagate": ItemDecision.PROPAGATE.value, "pending": ItemOutcome.PENDING.value,
+        })
+        return max(cursor.rowcount, 0)
 
 
 def step_evaluate(*, request_id: int) -> StepResult:
-    """Decide the least destructive operation that still satisfies the request, per record."""
+    """Decide the least destructive operation that still satisfies the request, per record (for a request
+    left `planned`; `step_plan` evaluates in its own transaction)."""
     with transaction.atomic():
         request = _locked(request_id)
         if request is None or request.status != RequestStatus.PLANNED:
             return StepResult(False, _next_for(request))
-        decided = _evaluate_items(request)
-        request_transition(request=request, to=RequestStatus.EXECUTING, actor=WORKFLOW, action="evaluate",
-                           note=f"{decided} records decided", evaluated_at=timezone.now())
+        _evaluate(request)
     return StepResult(True, EXECUTE)
+
+
+def _evaluate(request: SubjectRequest) -> None:
+    decided = _evaluate_items(request)
+    request_transition(request=request, to=RequestStatus.EXECUTING, actor=WORKFLOW, locked=True, action="evaluate",
+                       note=f"{decided} records decided", evaluated_at=timezone.now())
 
 
 def _evaluate_items(request: SubjectRequest) -> int:
     """Undecided record items get: erase (nothing forbids it), redact (a lock keeps the row, not the
     content), or hide and restrict with a deferred erasure and a retention conflict for legal."""
-    items = list(RequestItem.objects.filter(request=request, kind=ItemKind.RECORD, decision=""))
+    items = list(RequestItem.objects.filter(request=request, kind=ItemKind.RECORD, decision="")
+                 .only("pk", "object_id", "decision", "reason", "deferred_until"))
     if not items:
         return 0
     ids = [i.object_id for i in items]
@@ -148,7 +182,12 @@ def _evaluate_items(request: SubjectRequest) -> int:
                 authority=reason.get("authority") or "", blocking=reason["blocking"],
                 locked_until=item.deferred_until, opened_at=now,
             ))
-    RequestItem.objects.bulk_update(items, ["decision", "reason", "deferred_until"], batch_size=1000)
+    # Set-based for the many (erase: one UPDATE), item by item only for those with a reason of their own.
+    erase = [i.pk for i in items if i.decision == ItemDecision.ERASE]
+    for start in range(0, len(erase), UPDATE_BATCH):
+        RequestItem.objects.filter(pk__in=erase[start:start + UPDATE_BATCH]).update(decision=ItemDecision.ERASE)
+    RequestItem.objects.bulk_update([i for i in items if i.decision != ItemDecision.ERASE],
+                                    ["decision", "reason", "deferred_until"], batch_size=1000)
     RetentionConflict.objects.bulk_create(conflicts, ignore_conflicts=True)
     return len(items)
 
@@ -162,35 +201,65 @@ def _parse(value):
 def step_execute(*, request_id: int) -> StepResult:
     """One batch of pending record items through the one guarded forget, per decision; their
     derivatives are erased with them (embeddings, summaries, caches deleted; archive copies logged;
-    other agents' copies notified). Says EXECUTE again while items remain."""
+    other agents' copies notified). Says EXECUTE again while items remain; the batch that leaves none
+    settles the artifact items and marks the request executed in the same transaction."""
     with transaction.atomic():
         request = _locked(request_id)
         if request is None or request.status != RequestStatus.EXECUTING or request.executed_at:
             return StepResult(False, _next_for(request))
-        _evaluate_items(request)  # records whose lock changed since (refused below) are decided again
-        batch = list(RequestItem.objects.filter(request=request, kind=ItemKind.RECORD, outcome=ItemOutcome.PENDING)
-                     .exclude(decision="").order_by("pk")[:EXECUTE_BATCH])
-        if not batch:
-            _propagation_settle(request)
-            SubjectRequest.objects.filter(pk=request.pk).update(executed_at=timezone.now())
-            history_add(request=request, action="executed", actor=WORKFLOW)
-            return StepResult(True, CONFIRM)
-        for decision in (ItemDecision.ERASE, ItemDecision.REDACT, ItemDecision.HIDE):
-            _execute_group(request, [i for i in batch if i.decision == decision], decision)
-    return StepResult(True, EXECUTE)
+        batch = _execute_batch(request)
+        if any(not item.decision for item in batch):
+            # Records whose lock changed since (refused below), or planned since: decided again first.
+            _evaluate_items(request)
+            batch = _execute_batch(request)
+        done = [i for i in batch if i.decision]
+        if done:
+            present = {i.object_id for i in done if i.present}
+            for decision in (ItemDecision.ERASE, ItemDecision.REDACT, ItemDecision.HIDE):
+                _execute_group(request, [i for i in done if i.decision == decision], decision, present)
+            _items_record(done)
+            # The batch was the last when it was short and nothing in it has to be decided again.
+            if len(batch) == EXECUTE_BATCH or any(not item.decision for item in done):
+                return StepResult(True, EXECUTE)
+        _propagation_settle(request)
+        SubjectRequest.objects.filter(pk=request.pk).update(executed_at=timezone.now())
+        history_add(request=request, action="executed", actor=WORKFLOW)
+    return StepResult(True, CONFIRM)
 
 
-def _execute_group(request: SubjectRequest, items: list[RequestItem], decision: str) -> None:
+def _execute_batch(request: SubjectRequest) -> list[RequestItem]:
+    """The next pending record items, decided or not (those are decided first), each with whether its
+    record is still there (a record forgotten by another path meanwhile is `gone`, not forgotten again)."""
+    record = Record.objects.filter(pk=OuterRef("object_id"), tenant=request.tenant)
+    return list(RequestItem.objects.filter(request=request, kind=ItemKind.RECORD, outcome=ItemOutcome.PENDING)
+                .only("pk", "object_id", "decision", "outcome", "forget_event_id", "tombstone_id")
+                .annotate(present=Exists(record)).order_by("pk")[:EXECUTE_BATCH])
+
+
+def _items_record(items: list[RequestItem]) -> None:
+    """Write what the batch did: one UPDATE per forget (its outcome, event and tombstone are the same for
+    all of its items), item by item only for those refused (decided again, with the refusal's reason)."""
+    acted: dict[tuple, list[int]] = {}
+    for item in items:
+        if item.decision:
+            acted.setdefault((item.outcome, item.forget_event_id, item.tombstone_id), []).append(item.pk)
+    for (outcome, event_id, tombstone_id), pks in acted.items():
+        RequestItem.objects.filter(pk__in=pks).update(outcome=outcome, forget_event_id=event_id,
+                                                      tombstone_id=tombstone_id)
+    RequestItem.objects.bulk_update([i for i in items if not i.decision], ["decision", "reason"])
+
+
+def _execute_group(request: SubjectRequest, items: list[RequestItem], decision: str, present: set[int]) -> None:
     if not items:
         return
     by_id = {i.object_id: i for i in items}
-    present = set(Record.objects.filter(tenant=request.tenant, pk__in=list(by_id)).values_list("pk", flat=True))
     for record_id in set(by_id) - present:
         by_id[record_id].outcome = ItemOutcome.GONE
-    if present:
+    acted = sorted(set(by_id) & present)
+    if acted:
         restrict = request.type == RequestType.RESTRICTION
         result = records_forget(
-            tenant=request.tenant, target=ForgetTarget(record_ids=tuple(sorted(present))), mode=_MODE[decision],
+            tenant=request.tenant, target=ForgetTarget(record_ids=tuple(acted)), mode=_MODE[decision],
             derivatives_mode=ForgetMode.SOFT if restrict else ForgetMode.HARD, actor=f"request:{request.pk}",
             reason=f"{request.get_regulation_display()} {request.get_type_display()} request {request.pk}",
             authority=_authority(request), path="erasure_workflow",
@@ -203,7 +272,6 @@ def _execute_group(request: SubjectRequest, items: list[RequestItem], decision: 
                 continue
             item.outcome = _RECORD_OUTCOME[entry["outcome"]]
             item.forget_event_id, item.tombstone_id = result.event.pk, result.tombstone_id
-    RequestItem.objects.bulk_update(items, ["decision", "reason", "outcome", "forget_event_id", "tombstone_id"])
 
 
 def _authority(request: SubjectRequest) -> str:
@@ -217,22 +285,29 @@ def _authority(request: SubjectRequest) -> str:
 
 def _propagation_settle(request: SubjectRequest) -> None:
     """Artifact items take the outcome their propagation had: deleted and checked gone, entered into
-    the archive deletion log, or notified to the agent holding the copy (deferred until it acknowledges)."""
-    items = list(RequestItem.objects.filter(request=request, kind=ItemKind.ARTIFACT, outcome=ItemOutcome.PENDING))
-    ids = [i.object_id for i in items]
-    still_there = set(DerivedArtifact.objects.filter(pk__in=ids).filter(
-        Q(content__gt="") | Q(vector__isnull=False)).values_list("pk", flat=True))
-    logged = set(ArchiveDeletion.objects.filter(tenant=request.tenant, artifact_id__in=ids)
-                 .values_list("artifact_id", flat=True))
-    notices = {n.artifact_id: n for n in FleetCopyNotice.objects.filter(tenant=request.tenant, artifact_id__in=ids)}
-    for item in items:
-        if item.artifact_kind == ArtifactKind.FLEET_COPY and item.object_id in notices:
-            item.outcome, item.deferred_until = ItemOutcome.NOTIFIED, notices[item.object_id].deadline
-        elif item.artifact_kind == ArtifactKind.ARCHIVE and item.object_id in logged:
-            item.outcome = ItemOutcome.LOGGED
-        elif item.object_id not in still_there:
-            item.outcome = ItemOutcome.DELETED
-    RequestItem.objects.bulk_update(items, ["outcome", "deferred_until"])
+    the archive deletion log, or notified to the agent holding the copy (deferred until it acknowledges).
+    Archive and fleet copies are looked up in their logs; every other pending artifact item is settled by
+    one UPDATE that checks, in the database, that its artifact is gone."""
+    pending = RequestItem.objects.filter(request=request, kind=ItemKind.ARTIFACT, outcome=ItemOutcome.PENDING)
+    copies = list(pending.filter(artifact_kind__in=[ArtifactKind.ARCHIVE, ArtifactKind.FLEET_COPY])
+                  .values_list("pk", "object_id", "artifact_kind"))
+    if copies:
+        logged = set(ArchiveDeletion.objects.filter(
+            tenant=request.tenant, artifact_id__in=[a for _, a, kind in copies if kind == ArtifactKind.ARCHIVE])
+            .values_list("artifact_id", flat=True))
+        notices = {n.artifact_id: n.deadline for n in FleetCopyNotice.objects.filter(
+            tenant=request.tenant, artifact_id__in=[a for _, a, kind in copies if kind == ArtifactKind.FLEET_COPY])}
+        settled: dict[tuple, list[int]] = {}
+        for pk, artifact_id, kind in copies:
+            if kind == ArtifactKind.FLEET_COPY and artifact_id in notices:
+                settled.setdefault((ItemOutcome.NOTIFIED, notices[artifact_id]), []).append(pk)
+            elif kind == ArtifactKind.ARCHIVE and artifact_id in logged:
+                settled.setdefault((ItemOutcome.LOGGED, None), []).append(pk)
+        for (outcome, deferred_until), pks in settled.items():  # one UPDATE per outcome and deadline
+            RequestItem.objects.filter(pk__in=pks).update(outcome=outcome, deferred_until=deferred_until)
+    still_there = DerivedArtifact.objects.filter(pk=OuterRef("object_id")).filter(
+        Q(content__gt="") | Q(vector__isnull=False))
+    pending.filter(~Exists(still_there)).update(outcome=ItemOutcome.DELETED)
 
 
 def step_confirm(*, request_id: int) -> StepResult:
@@ -247,47 +322,46 @@ def step_confirm(*, request_id: int) -> StepResult:
             SubjectRequest.objects.filter(pk=request.pk).update(executed_at=None)
             history_add(request=request, action="replanned", actor=WORKFLOW, note="new records since the plan")
             return StepResult(True, EXECUTE)
-        gaps, deferred = _confirm_gaps(request)
+        items = list(RequestItem.objects.filter(request=request).values_list(
+            "kind", "object_id", "decision", "outcome", "forget_event_id"))
+        gaps, deferred = _confirm_gaps(request, items)
         if gaps:
             SubjectRequest.objects.filter(pk=request.pk).update(gaps=gaps)
             history_add(request=request, action="confirm_gaps", actor=WORKFLOW, note=f"{len(gaps)} gaps remain")
             return StepResult(True, None)
-        kept = RequestItem.objects.filter(request=request, decision=ItemDecision.HIDE).exists()
+        kept = any(decision == ItemDecision.HIDE for _, _, decision, _, _ in items)
         final = RequestStatus.PARTIALLY_COMPLETED if (kept or deferred) and request.type == RequestType.ERASURE \
             else RequestStatus.COMPLETED
-        request_transition(request=request, to=final, actor=WORKFLOW, action="confirm", gaps=[],
+        request_transition(request=request, to=final, actor=WORKFLOW, locked=True, action="confirm", gaps=[],
                            confirmed_at=timezone.now(),
                            note=f"confirmed; {len(deferred)} deferred items" if deferred else "confirmed")
     return StepResult(True, NOTIFY)
 
 
-def _confirm_gaps(request: SubjectRequest) -> tuple[list[dict], list[dict]]:
-    """Probe every forget of this request; sort what remains into gaps (should not be there) and
-    deferred items (kept on purpose: a lock's deferred erasure, a copy awaiting acknowledgement)."""
-    hidden = set(RequestItem.objects.filter(request=request, decision=ItemDecision.HIDE)
-                 .values_list("object_id", flat=True))
-    events = sorted(set(RequestItem.objects.filter(request=request, forget_event_id__isnull=False)
-                        .values_list("forget_event_id", flat=True)))
+def _confirm_gaps(request: SubjectRequest, items: list[tuple]) -> tuple[list[dict], list[dict]]:
+    """Probe every forget of this request, one pass per read path for all of them; sort what remains
+    into gaps (should not be there) and deferred items (kept on purpose: a lock's deferred erasure, a
+    copy awaiting acknowledgement). `items`: (kind, object_id, decision, outcome, forget_event_id)."""
+    hidden = {pk for _, pk, decision, _, _ in items if decision == ItemDecision.HIDE}
+    event_ids = sorted({event_id for *_, event_id in items if event_id is not None})
+    events = list(ForgetEvent.objects.filter(tenant=request.tenant, pk__in=event_ids).order_by("pk"))
+    results = erasures_confirm(tenant=request.tenant, events=events)
+    found = [gap for result in results for gap in result.gaps]
+    # A hidden record that a read by id still returns is a gap, whatever else is expected of it.
+    visible = {gap["record_id"] for gap in found if gap["path"] == "read_by_id"}
     gaps, deferred = [], []
-    for event_id in events:
-        result = erasure_confirm(tenant=request.tenant, handle={"sequence": event_id})
-        for gap in result.gaps:
-            expected = (gap.get("record_id") in hidden and gap["gap"] in ("content_at_rest", "visible")
-                        and gap["path"] in ("storage", "keyword_search", "similarity_search")
-                        and not _visible(request, gap["record_id"])) or gap["gap"] == "unacknowledged"
-            (deferred if expected else gaps).append(gap)
-    pending = RequestItem.objects.filter(request=request, outcome=ItemOutcome.PENDING).values_list(
-        "kind", "object_id")
-    gaps += [{"kind": kind, "id": pk, "gap": "not_processed"} for kind, pk in pending]
-    live = Record.objects.filter(tenant=request.tenant, subject=request.subject, forgotten_at__isnull=True,
-                                 redacted_at__isnull=True).values_list("pk", flat=True)
+    for gap in found:
+        expected = (gap.get("record_id") in hidden and gap["gap"] in ("content_at_rest", "visible")
+                    and gap["path"] in ("storage", "keyword_search", "similarity_search")
+                    and gap["record_id"] not in visible) or gap["gap"] == "unacknowledged"
+        (deferred if expected else gaps).append(gap)
+    gaps += [{"kind": kind, "id": pk, "gap": "not_processed"} for kind, pk, _, outcome, _ in items
+             if outcome == ItemOutcome.PENDING]
     if request.type != RequestType.ACCESS:
+        live = Record.objects.filter(tenant=request.tenant, subject=request.subject, forgotten_at__isnull=True,
+                                     redacted_at__isnull=True).values_list("pk", flat=True)
         gaps += [{"record_id": pk, "gap": "visible"} for pk in live]
     return gaps, deferred
-
-
-def _visible(request: SubjectRequest, record_id: int) -> bool:
-    return Record.objects.filter(pk=record_id, forgotten_at__isnull=True, redacted_at__isnull=True).exists()
 
 
 def _next_for(request: SubjectRequest | None) -> str | None:

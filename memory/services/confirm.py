@@ -9,7 +9,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory import errors, selectors
-from memory.models import DeletedRecord, DerivedArtifact, FleetCopyNotice, ForgetEvent, Lineage, Record, Tenant
+from memory.models import (DeletedRecord, DerivedArtifact, FleetCopyNotice, ForgetEvent, Lineage, Record, ScopeClosure,
+                           Tenant)
 
 _PROBE_BATCH = 5_000
 
@@ -61,58 +62,119 @@ def _batches(ids: list[int]):
 
 
 def erasure_confirm(*, tenant: Tenant, handle: object) -> ConfirmResult:
-    event = forget_event_get(tenant=tenant, handle=handle)
-    outcomes = event.outcomes
-    ids = sorted(outcomes.get("hidden", []) + outcomes.get("redacted", []) + outcomes.get("deleted", []))
-    gaps: list[dict] = []
-    evidence: list[dict] = []
+    """Probe one forget (named by its handle) through every read path; see `erasures_confirm`."""
+    return erasures_confirm(tenant=tenant, events=[forget_event_get(tenant=tenant, handle=handle)])[0]
 
-    def probe(path: str, found: list[dict]):
-        evidence.append({"path": path, "probed": len(ids), "found": len(found)})
-        gaps.extend(found)
 
+@dataclass
+class _Probe:
+    """One forget's part of a combined probe: its ids, and what each read path found of them."""
+
+    event: ForgetEvent
+    ids: list[int]
+    gaps: list[dict] = field(default_factory=list)
+    evidence: list[dict] = field(default_factory=list)
+
+    def found(self, path: str, found: list[dict]) -> None:
+        self.evidence.append({"path": path, "probed": len(self.ids), "found": len(found)})
+        self.gaps.extend(found)
+
+
+def erasures_confirm(*, tenant: Tenant, events: list[ForgetEvent]) -> list[ConfirmResult]:
+    """Read back through every read path the records and artifacts of these forgets (of `tenant`), one
+    pass per read path for all of them, and confirm each forget that nothing remains of.
+
+    Each forget's result is the one it would have alone: its evidence and gaps are about its own records,
+    artifacts, scopes and fleet notices only. A forget with no gap has `erasure_pending` cleared on its
+    records and `confirmed_at` set.
+    """
+    probes = []
+    for event in events:
+        outcomes = event.outcomes
+        probes.append(_Probe(event, sorted(outcomes.get("hidden", []) + outcomes.get("redacted", [])
+                                           + outcomes.get("deleted", []))))
+    ids = sorted({pk for probe in probes for pk in probe.ids})
     rows = {}
     for batch in _batches(ids):
-        rows.update({pk: (content, until, held) for pk, content, until, held in
+        rows.update({pk: (content, until, held, scope_id) for pk, content, until, held, scope_id in
                      Record.objects.filter(tenant=tenant, pk__in=batch)
-                     .values_list("pk", "content", "retained_until", "held")})
-    # Storage: the content itself must be gone (redacted to nothing, or the row deleted).
-    probe("storage", [
-        {"record_id": pk, "path": "storage", "gap": "content_at_rest",
-         "detail": "The record is hidden but its content is still stored.",
-         "deferred_until": "held" if rows[pk][2] else (rows[pk][1].isoformat() if rows[pk][1] else "compaction")}
-        for pk in ids if pk in rows and rows[pk][0] != ""
-    ])
-    # Read by id, scope listing, keyword and similarity search: each path's own final step.
-    probe("read_by_id", [{"record_id": r.pk, "path": "read_by_id", "gap": "visible"}
-                         for batch in _batches(ids) for r in selectors._visible_records(tenant, batch)])
-    scope_ids = set(Record.objects.filter(pk__in=ids).values_list("scope_id", flat=True)) | set(
-        DeletedRecord.objects.filter(forget_event=event).values_list("scope_id", flat=True))
-    listed = []
-    for scope in tenant.scopes.filter(pk__in=scope_ids):
-        for batch in _batches(ids):
-            listed += [{"record_id": r.pk, "path": "scope_listing", "scope": scope.path, "gap": "visible"}
-                       for r in selectors._visible_records(
-                           tenant, Record.objects.filter(scope_id__in=selectors.scope_descendant_ids(scope),
-                                                         pk__in=batch).values("pk"))]
-    probe("scope_listing", listed)
-    probe("keyword_search", _search_probe(tenant, ids, rows))
-    probe("similarity_search", _similarity_probe(tenant, ids, rows))
-    probe("derivatives", _derivatives_probe(event))
-    probe("fleet_copies", [
-        {"artifact_id": n.artifact_id, "holder": n.holder, "path": "fleet_copies", "gap": "unacknowledged",
-         "deadline": n.deadline.isoformat(), "overdue": n.deadline < timezone.now()}
-        for n in FleetCopyNotice.objects.filter(forget_event=event, acknowledged_at__isnull=True).order_by("pk")
-    ])
+                     .values_list("pk", "content", "retained_until", "held", "scope_id")})
+    # Read by id: the read path's own final step.
+    visible = {r.pk: r for batch in _batches(ids) for r in selectors._visible_records(tenant, batch)}
+    # Scope listing: the scopes the records were in (still stored, or as the deletion noted them), and
+    # every scope below them; the listing's candidates go through the same final step.
+    deleted_scopes: dict[int, set[int]] = {}
+    for event_id, scope_id in DeletedRecord.objects.filter(
+            forget_event__in=[p.event.pk for p in probes]).values_list("forget_event_id", "scope_id"):
+        deleted_scopes.setdefault(event_id, set()).add(scope_id)
+    scope_ids = {row[3] for row in rows.values()} | {s for scopes in deleted_scopes.values() for s in scopes}
+    below: dict[int, set[int]] = {}
+    for ancestor_id, descendant_id in ScopeClosure.objects.filter(
+            ancestor_id__in=sorted(scope_ids), ancestor__tenant=tenant).values_list("ancestor_id", "descendant_id"):
+        below.setdefault(ancestor_id, set()).add(descendant_id)
+    under = set().union(*below.values()) if below else set()
+    listed = {r.pk: r.scope_id for batch in (_batches(ids) if under else ()) for r in selectors._visible_records(
+        tenant, Record.objects.filter(scope_id__in=under, pk__in=batch).values("pk"))}
+    # The scopes' paths, to name them in a gap: needed only when a listing found something.
+    scopes = list(tenant.scopes.filter(pk__in=below).order_by("pk")) if listed else []
+    # Keyword and similarity search, for a sample of each forget's records whose content is still stored.
+    sampled = {pk for probe in probes for pk in _with_content(probe.ids, rows)}
+    searched = _search_probe(tenant, sorted(sampled), rows)
+    vectors, similar = _similarity_probe(tenant, ids, sorted(sampled), rows)
+    artifact_ids = sorted({a for p in probes for items in p.event.artifacts.values() for a in items})
+    derivatives = _derivatives_probe(artifact_ids)
+    unacknowledged: dict[int, list[FleetCopyNotice]] = {}
+    for notice in FleetCopyNotice.objects.filter(forget_event__in=[p.event.pk for p in probes],
+                                                 acknowledged_at__isnull=True).order_by("pk"):
+        unacknowledged.setdefault(notice.forget_event_id, []).append(notice)
 
-    erased = not gaps
+    now = timezone.now()
+    for probe in probes:
+        own_sample = set(_with_content(probe.ids, rows))
+        # Storage: the content itself must be gone (redacted to nothing, or the row deleted).
+        probe.found("storage", [
+            {"record_id": pk, "path": "storage", "gap": "content_at_rest",
+             "detail": "The record is hidden but its content is still stored.",
+             "deferred_until": "held" if rows[pk][2] else (rows[pk][1].isoformat() if rows[pk][1] else "compaction")}
+            for pk in probe.ids if pk in rows and rows[pk][0] != ""
+        ])
+        probe.found("read_by_id", [{"record_id": pk, "path": "read_by_id", "gap": "visible"}
+                                   for pk in probe.ids if pk in visible])
+        own_scopes = {rows[pk][3] for pk in probe.ids if pk in rows} | deleted_scopes.get(probe.event.pk, set())
+        probe.found("scope_listing", [
+            {"record_id": pk, "path": "scope_listing", "scope": scope.path, "gap": "visible"}
+            for scope in scopes if scope.pk in own_scopes
+            for pk in probe.ids if pk in listed and listed[pk] in below.get(scope.pk, ())
+        ])
+        probe.found("keyword_search", [gap for gap in searched if gap["record_id"] in own_sample])
+        probe.found("similarity_search", [gap for gap in vectors if gap["record_id"] in set(probe.ids)]
+                    + [gap for gap in similar if gap["record_id"] in own_sample])
+        own_artifacts = {a for items in probe.event.artifacts.values() for a in items}
+        probe.found("derivatives", [gap for gap in derivatives if gap["artifact_id"] in own_artifacts])
+        probe.found("fleet_copies", [
+            {"artifact_id": n.artifact_id, "holder": n.holder, "path": "fleet_copies", "gap": "unacknowledged",
+             "deadline": n.deadline.isoformat(), "overdue": n.deadline < now}
+            for n in unacknowledged.get(probe.event.pk, [])
+        ])
+
+    erased = [probe for probe in probes if not probe.gaps]
     if erased:
-        with transaction.atomic():
-            for batch in _batches(ids):
+        with transaction.atomic(savepoint=False):  # a failure here is the caller's failure too
+            for batch in _batches(sorted({pk for probe in erased for pk in probe.ids})):
                 Record.objects.filter(pk__in=batch, erasure_pending=True).update(erasure_pending=False)
-            ForgetEvent.objects.filter(pk=event.pk, confirmed_at__isnull=True).update(confirmed_at=timezone.now())
-        event.refresh_from_db()
-    return ConfirmResult(event=event, erased=erased, evidence=evidence, gaps=gaps)
+            now = timezone.now()
+            unconfirmed = [p.event for p in erased if p.event.confirmed_at is None]
+            moved = ForgetEvent.objects.filter(pk__in=[e.pk for e in unconfirmed], confirmed_at__isnull=True).update(
+                confirmed_at=now)
+        if moved == len(unconfirmed):
+            for event in unconfirmed:
+                event.confirmed_at = now
+        else:  # another confirmation was first for some of them: theirs is the time
+            confirmed = dict(ForgetEvent.objects.filter(pk__in=[p.event.pk for p in erased]).values_list(
+                "pk", "confirmed_at"))
+            for probe in erased:
+                probe.event.confirmed_at = confirmed[probe.event.pk]
+    return [ConfirmResult(event=p.event, erased=not p.gaps, evidence=p.evidence, gaps=p.gaps) for p in probes]
 
 
 # Records whose content is still stored are a storage gap already; searching for a sample of them shows
@@ -124,10 +186,10 @@ def _with_content(ids: list[int], rows: dict) -> list[int]:
     return [pk for pk in ids if pk in rows and rows[pk][0]][:_SEARCH_PROBE_SAMPLE]
 
 
-def _search_probe(tenant: Tenant, ids: list[int], rows: dict) -> list[dict]:
-    """Search for the words of every record whose content is still stored: none may come back."""
+def _search_probe(tenant: Tenant, sampled: list[int], rows: dict) -> list[dict]:
+    """Search for the words of every sampled record whose content is still stored: none may come back."""
     found = []
-    for pk in _with_content(ids, rows):
+    for pk in sampled:
         content = rows[pk][0]
         words = " ".join(content.split()[:5])[:200]
         if words and selectors.records_search(tenant=tenant, q=words, limit=1, within_ids=[pk]):
@@ -135,24 +197,25 @@ def _search_probe(tenant: Tenant, ids: list[int], rows: dict) -> list[dict]:
     return found
 
 
-def _similarity_probe(tenant: Tenant, ids: list[int], rows: dict) -> list[dict]:
-    """No vector derived from these records may remain in the similarity index."""
-    found = []
+def _similarity_probe(tenant: Tenant, ids: list[int], sampled: list[int], rows: dict) -> tuple[list[dict], list[dict]]:
+    """No vector derived from these records may remain in the similarity index, and no sampled record
+    whose content is still stored may come back from a similarity search."""
+    vectors = []
     for batch in _batches(ids):
         for artifact_id, source_id in (Lineage.objects.filter(source_id__in=batch, artifact__vector__isnull=False)
                                        .values_list("artifact_id", "source_id")):
-            found.append({"record_id": source_id, "artifact_id": artifact_id, "path": "similarity_index",
-                          "gap": "vector_at_rest"})
-    for pk in _with_content(ids, rows):
+            vectors.append({"record_id": source_id, "artifact_id": artifact_id, "path": "similarity_index",
+                            "gap": "vector_at_rest"})
+    similar = []
+    for pk in sampled:
         content = rows[pk][0]
         if selectors.records_similar(tenant=tenant, q=content[:1000], limit=1, within_ids=[pk]):
-            found.append({"record_id": pk, "path": "similarity_search", "gap": "visible"})
-    return found
+            similar.append({"record_id": pk, "path": "similarity_search", "gap": "visible"})
+    return vectors, similar
 
 
-def _derivatives_probe(event: ForgetEvent) -> list[dict]:
-    """Every artifact the forget handled must be gone: deleted, or redacted to nothing."""
-    artifact_ids = sorted(a for items in event.artifacts.values() for a in items)
+def _derivatives_probe(artifact_ids: list[int]) -> list[dict]:
+    """Every artifact the forgets handled must be gone: deleted, or redacted to nothing."""
     found = []
     for batch in _batches(artifact_ids):
         for artifact in DerivedArtifact.objects.filter(pk__in=batch).only("pk", "kind", "content", "vector"):

@@ -6,6 +6,7 @@ from itertools import product
 
 import pytest
 from django.db import connection
+from django.db.transaction import TransactionManagementError
 
 from config.errors import ApplicationError
 from dsr.models import RequestStatus, RequestTransition, SubjectRequest
@@ -164,3 +165,37 @@ def test_a_closed_request_cannot_be_extended(tenant, mailoutbox):
         request_extend(request=request, actor="op", reason="complex")
     assert refused.value.code == "request_not_open"
     assert mailoutbox == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_move_under_the_callers_lock_needs_the_callers_transaction(tenant):
+    request = put_in(new_request(tenant), RequestStatus.VERIFIED)
+
+    with pytest.raises(RuntimeError):
+        request_transition(request=request, to=RequestStatus.PLANNED, actor="workflow", locked=True)
+    assert SubjectRequest.objects.get(pk=request.pk).status == RequestStatus.VERIFIED
+    assert not RequestTransition.objects.filter(request=request, to_status=RequestStatus.PLANNED).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_move_under_the_callers_lock_sets_what_it_wrote_and_fails_with_the_callers_transaction(tenant):
+    from django.db import transaction
+    from django.utils import timezone
+
+    request = put_in(new_request(tenant), RequestStatus.VERIFIED)
+    planned_at = timezone.now()
+
+    with transaction.atomic():
+        SubjectRequest.objects.select_for_update().get(pk=request.pk)
+        moved = request_transition(request=request, to=RequestStatus.PLANNED, actor="workflow", locked=True,
+                                   planned_at=planned_at)
+    assert (moved.status, moved.planned_at) == (RequestStatus.PLANNED, planned_at)
+    assert SubjectRequest.objects.get(pk=request.pk).planned_at == planned_at
+
+    put_in(SubjectRequest.objects.get(pk=request.pk), RequestStatus.EXECUTING)  # someone else moved it meanwhile
+    with pytest.raises(TransactionManagementError), transaction.atomic():
+        SubjectRequest.objects.filter(pk=request.pk).update(closing_reason="written by the caller")
+        with pytest.raises(ApplicationError):
+            request_transition(request=moved, to=RequestStatus.EXECUTING, actor="workflow", locked=True)
+        SubjectRequest.objects.get(pk=request.pk)  # no savepoint to go back to: the transaction is lost
+    assert SubjectRequest.objects.get(pk=request.pk).closing_reason == ""

@@ -95,3 +95,77 @@ def test_access_request_exports_live_data_only(mailoutbox):
     assert scenario.free[0].pk in exported and scenario.free[2].pk not in exported
     assert "Falcon" not in str(request.export)
     assert Record.objects.filter(pk=scenario.free[0].pk).exists()
+
+
+def test_one_delivery_runs_every_step_that_is_due_without_a_round_trip(mailoutbox, django_capture_on_commit_callbacks):
+    from dsr.tasks import workflow_step
+
+    scenario = erasure_scenario()
+    request = verified_request(scenario)
+
+    with django_capture_on_commit_callbacks() as enqueued:
+        workflow_step.run(request.pk, "plan")
+
+    request.refresh_from_db()
+    assert request.status == RequestStatus.PARTIALLY_COMPLETED and request.notified_at is not None
+    assert enqueued == []  # nothing handed to the broker: every step ran in this task
+    assert list(request.history.values_list("action", flat=True)) == [
+        "plan", "evaluate", "executed", "confirm", "subject_notified"]
+    assert len(mailoutbox) == 1
+
+
+def test_a_chain_past_its_time_budget_enqueues_the_next_step_after_commit(mailoutbox, monkeypatch,
+                                                                           django_capture_on_commit_callbacks):
+    from dsr import tasks
+
+    monkeypatch.setattr(tasks, "INLINE_SECONDS", 0)
+    scenario = erasure_scenario()
+    request = verified_request(scenario)
+
+    with django_capture_on_commit_callbacks() as enqueued:
+        tasks.workflow_step.run(request.pk, "plan")
+
+    request.refresh_from_db()
+    assert (request.status, request.executed_at) == (RequestStatus.EXECUTING, None)  # planned and evaluated only
+    assert len(enqueued) == 1 and mailoutbox == []
+
+
+def test_redelivery_of_the_first_step_after_a_crash_resumes_where_the_request_stands(mailoutbox):
+    from dsr.tasks import workflow_step
+
+    scenario = erasure_scenario()
+    request = verified_request(scenario)
+    workflow.step_plan(request_id=request.pk)
+    workflow.step_execute(request_id=request.pk)  # then the worker died: the "plan" message comes back
+
+    workflow_step.run(request.pk, "plan")
+
+    request.refresh_from_db()
+    assert request.status == RequestStatus.PARTIALLY_COMPLETED and request.notified_at is not None
+    assert request.history.filter(action="plan").count() == 1
+    assert request.history.filter(action="executed").count() == 1
+    events = set(RequestItem.objects.filter(request=request).values_list("forget_event_id", flat=True)) - {None}
+    assert len(events) == 2 and len(mailoutbox) == 1
+
+
+def test_workflow_queries_do_not_grow_with_the_subjects_records(mailoutbox):
+    """The steps are set-based: 10 times the records, the same queries (one forget per decision)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.factories import record
+
+    counts = []
+    # The first run also creates the signing keys; the two after it are compared.
+    for tenant_name, extra in (("acme", 0), ("globex", 3), ("initech", 30)):
+        scenario = erasure_scenario(tenant_name=tenant_name)
+        for i in range(extra):
+            record(scenario.tenant, scenario.free[0].content_class, scope=f"user:7/session:{i % 3}",
+                   content=f"note {i}", subject="subject-7")
+        request = verified_request(scenario)
+        with CaptureQueriesContext(connection) as queries:
+            assert run_to_end(request.pk) == ["plan", "execute", "confirm", "notify"]
+        counts.append(len(queries))
+
+    assert counts[1] == counts[2]
+    assert counts[2] <= 130
