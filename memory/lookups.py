@@ -17,7 +17,9 @@ class AnyOf(Lookup):
         lhs, lhs_params = self.process_lhs(compiler, connection)
         ids = [int(value) for value in self.rhs]
         if connection.vendor == "postgresql":
-            return f"{lhs} = ANY(%s::bigint[])", [*lhs_params, ids]
+            # The array as its text literal ('{1,2,3}'), cast by the server: psycopg's list dumper checks and
+            # converts every element in Python, ~10x slower for batches of thousands of ids.
+            return f"{lhs} = ANY(%s::bigint[])", [*lhs_params, "{" + ",".join(map(str, ids)) + "}"]
         if not ids:
             return "1 = 0", list(lhs_params)
         return f"{lhs} IN ({', '.join(['%s'] * len(ids))})", [*lhs_params, *ids]
