@@ -2,7 +2,7 @@
 same rows, in the same run; and the coverage audit's time over the whole store.
 
     .venv/bin/python bench/bench_compaction.py            # builds the store, measures, prints the ratio
-    .venv/bin/python bench/bench_compaction.py --reuse    # keeps the store of an earlier run (skips ~2 min)
+    .venv/bin/python bench/bench_compaction.py --reuse    # keeps the store of an earlier run (skips ~4 min)
     .venv/bin/python bench/bench_compaction.py --profile  # also: where the sweep's time goes
 
 The store (PostgreSQL; DATABASE_URL, default postgres://postgres@127.0.0.1:5432/ledger_bench_sweeps, a
@@ -19,14 +19,20 @@ the DeletedRecord rows the sweep wrote are removed, the tables VACUUMed and a CH
 Each round, in alternating order:
   sweep: `sweep_run_sync(kind="compaction")`: the whole run in this process, batch after batch as a worker
          does them (memory/sweeps/runs.py): per batch of LEDGER_SWEEP_BATCH rows (5,000) one transaction that
-         claims them (SELECT ... FOR UPDATE SKIP LOCKED), then `records_forget(mode="hard")`, which reads and
-         decides every row, writes the forget event, signs the tombstone (statement with every record and
-         artifact, salts, log append) and runs its set-based DELETEs (artifacts, lineage, records) and the
-         DeletedRecord rows (the 410 answers), then the run's bookkeeping;
+         claims them (SELECT ... ORDER BY id LIMIT 5000 FOR UPDATE SKIP LOCKED over the partial index
+         record_forgotten_id_idx), then `records_forget(mode="hard")`, which reads and
+         decides every row, finds the derived artifacts (one lineage query, the ids bound as one array),
+         writes the forget event, signs the tombstone (statement with every record and artifact, salts, log
+         append), then runs two destructive statements: `DELETE FROM memory_derivedartifact WHERE id =
+         ANY(%s)` (lineage by ON DELETE CASCADE) and `WITH gone AS (DELETE FROM memory_record WHERE id =
+         ANY(%s) AND <lock ended> RETURNING ...) INSERT INTO memory_deletedrecord ... FROM gone` (tags and
+         lineage by cascade; the DeletedRecord rows, the 410 answers, are exactly the rows deleted; its row
+         count is checked), then the run's bookkeeping;
   raw:   in one transaction, `DELETE FROM memory_derivedartifact WHERE id IN (SELECT artifact_id FROM
          memory_lineage JOIN memory_record ... WHERE <hidden and unlocked>)` then `DELETE FROM memory_record
          WHERE <hidden and unlocked>` (lineage and tags go by ON DELETE CASCADE).
 Rows per second count records (the 100,000), medians over the rounds; the ratio is sweep / raw (goal 0.5).
+Latest figures, the profile and what stands between them and the goal: bench/README.md.
 
 The audit: `retention.audit.coverage_audit()` over the store (1,000,000 ledgered records, every class and
 finding counted), timed before the rounds, after them (when it first indexes the 300,000 deletions their

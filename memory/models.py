@@ -113,8 +113,9 @@ class Record(models.Model):
             models.Index(fields=["tenant", "subject"], name="record_tenant_subject_idx"),
             models.Index(fields=["scope"], name="record_scope_idx"),
             models.Index(fields=["content_class"], name="record_class_idx"),
-            # The sweeps' scan: hidden or redacted rows still at rest.
-            models.Index(fields=["forgotten_at"], name="record_forgotten_idx", condition=Q(forgotten_at__isnull=False)),
+            # The sweeps' scan: hidden or redacted rows still at rest, in id order (a claim takes the next
+            # N of them past its cursor: ORDER BY id LIMIT N, without walking the live rows in between).
+            models.Index(fields=["id"], name="record_forgotten_id_idx", condition=Q(forgotten_at__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -228,7 +229,8 @@ class DeletedRecord(models.Model):
     record_id = models.BigIntegerField(primary_key=True)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="+")
-    forget_event = models.ForeignKey(ForgetEvent, on_delete=models.PROTECT, related_name="+")
+    # No foreign-key check in PostgreSQL (migration 0007): forget events are permanent.
+    forget_event = models.ForeignKey(ForgetEvent, on_delete=models.PROTECT, related_name="+", db_constraint=False)
     deleted_at = models.DateTimeField()
 
 

@@ -7,7 +7,7 @@ the event it created a moment before in the same transaction, and forget events 
 this migration makes the database refuse DELETE of a forget event, and any UPDATE of one except the
 single move the product makes (confirm-erasure setting `confirmed_at`, once). So `Record.forget_event`
 and `DerivedArtifact.forget_event` keep their relation in Django (`db_constraint=False`) and lose the
-constraint in PostgreSQL.
+constraint in PostgreSQL, and so does `DeletedRecord.forget_event` (a hard forget writes one per record).
 
 SQLite keeps its constraints: altering them would make Django re-create `memory_record`, which drops its
 guard and write-ledger triggers, and the embedded default does not forget at volume.
@@ -16,7 +16,8 @@ guard and write-ledger triggers, and the embedded default does not forget at vol
 from django.db import migrations, models
 import django.db.models.deletion
 
-FK_COLUMNS = [("memory_record", "forget_event_id"), ("memory_derivedartifact", "forget_event_id")]
+FK_COLUMNS = [("memory_record", "forget_event_id"), ("memory_derivedartifact", "forget_event_id"),
+              ("memory_deletedrecord", "forget_event_id")]
 
 EVENT_UPDATE_REFUSED = (
     "NEW.id <> OLD.id OR NEW.tenant_id <> OLD.tenant_id OR NEW.public_id <> OLD.public_id"
@@ -90,6 +91,10 @@ class Migration(migrations.Migration):
             state_operations=[
                 migrations.AlterField(model_name="record", name="forget_event", field=_field()),
                 migrations.AlterField(model_name="derivedartifact", name="forget_event", field=_field()),
+                migrations.AlterField(model_name="deletedrecord", name="forget_event",
+                                      field=models.ForeignKey(db_constraint=False, to="memory.forgetevent",
+                                                              on_delete=django.db.models.deletion.PROTECT,
+                                                              related_name="+")),
             ],
             database_operations=[migrations.RunPython(_forward, _backward)],
         ),

@@ -55,12 +55,13 @@ class ForgetTarget:
         """
         records = Record.objects.filter(tenant=tenant)
         if self.record_ids:
-            found = set(records.filter(pk__in=self.record_ids).values_list("pk", flat=True))
+            # any_of: the ids as one bound array on PostgreSQL (memory/lookups.py), not one literal each.
+            found = set(records.filter(pk__any_of=self.record_ids).values_list("pk", flat=True))
             if len(found) != len(self.record_ids):
                 missing = sorted(set(self.record_ids) - found)
                 raise errors.not_found("Some records do not exist (or belong to another tenant).",
                                        record_ids=missing[:100])
-            return records.filter(pk__in=self.record_ids)
+            return records.filter(pk__any_of=self.record_ids)
         if self.scope is not None:
             return records.filter(scope_id__in=scope_descendant_ids(scope_get(tenant=tenant, path=self.scope)))
         if self.tag is not None:

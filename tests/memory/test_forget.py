@@ -8,8 +8,8 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from config.errors import ApplicationError
-from memory.models import DerivedArtifact, ForgetEvent, Record
-from memory.services import ForgetTarget, records_forget
+from memory.models import DeletedRecord, DerivedArtifact, ForgetEvent, Lineage, Record, RecordTag
+from memory.services import ForgetTarget, artifact_write, records_forget
 from retention.services import hold_place, rule_change_duration, rule_retire
 from tests.factories import record, rule
 
@@ -172,6 +172,31 @@ def test_forgetting_a_record_forgets_artifacts_derived_from_any_of_its_sources(a
 
     assert not DerivedArtifact.objects.filter(pk=summary.json()["id"]).exists()
     assert agent.get(f"/api/v1/memory/records/{b.pk}").status_code == 200
+
+
+def test_hard_forget_writes_a_deletion_row_per_deleted_record_and_leaves_no_tags_or_lineage(tenant, chat, locked):
+    """The hard branch's DELETE and its DeletedRecord rows are one statement on PostgreSQL: the rows written
+    must be exactly the rows deleted, with their own tenant and scope, and nothing for a refused record."""
+    doomed = [record(tenant, chat, content=f"d{i}", scope=f"user:{i}/session:1", tags=["a", "b"]) for i in range(3)]
+    survivor = record(tenant, chat, content="other source")
+    summary = artifact_write(tenant=tenant, kind="summary", source_ids=[doomed[0].pk, survivor.pk], content="both")
+
+    result = records_forget(tenant=tenant, target=ForgetTarget(record_ids=tuple(r.pk for r in [*doomed, locked])),
+                            mode="hard", actor="test", reason="test")
+
+    assert result.status == "partial"
+    assert not Record.objects.filter(pk__in=[r.pk for r in doomed]).exists()
+    assert Record.objects.get(pk=locked.pk).content == "bought 100 ACME at 12.30"
+    rows = {d.record_id: d for d in DeletedRecord.objects.all()}
+    assert set(rows) == {r.pk for r in doomed}
+    for r in doomed:
+        assert (rows[r.pk].tenant_id, rows[r.pk].scope_id) == (tenant.pk, r.scope_id)
+        assert rows[r.pk].forget_event_id == result.event.pk and rows[r.pk].deleted_at == result.event.created_at
+    assert not RecordTag.objects.filter(record_id__in=[r.pk for r in doomed]).exists()
+    assert not Lineage.objects.filter(source_id__in=[r.pk for r in doomed]).exists()
+    assert not DerivedArtifact.objects.filter(pk=summary.pk).exists()
+    assert not Lineage.objects.filter(artifact_id=summary.pk).exists()
+    assert Record.objects.filter(pk=survivor.pk).exists()
 
 
 def test_compliance_rule_can_never_be_shortened_or_retired(tenant, ledger_class):

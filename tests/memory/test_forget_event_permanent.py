@@ -68,7 +68,7 @@ def test_record_forget_event_has_no_foreign_key_check_in_postgresql(db):
     if connection.vendor != "postgresql":
         pytest.skip("SQLite keeps its constraints")
     with connection.cursor() as cursor:
-        for table in ("memory_record", "memory_derivedartifact"):
+        for table in ("memory_record", "memory_derivedartifact", "memory_deletedrecord"):
             constraints = connection.introspection.get_constraints(cursor, table)
             assert not [name for name, info in constraints.items()
                         if info["foreign_key"] and info["columns"] == ["forget_event_id"]], table

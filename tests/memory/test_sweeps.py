@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
@@ -16,6 +17,7 @@ from memory.models import (
     DerivedArtifact,
     FleetCopyNotice,
     ForgetEvent,
+    Lineage,
     Record,
     SweepBatch,
     SweepRun,
@@ -123,6 +125,26 @@ def test_a_record_held_between_the_claim_and_the_forget_is_refused_not_destroyed
     assert not Record.objects.filter(pk__in=[records[0].pk, records[2].pk, records[3].pk]).exists()
     assert run.counts["refused"] == 1 and run.counts["deleted"] == 3
     assert records[1].pk not in tombstoned_ids("compaction")
+
+
+def test_a_compaction_batch_runs_as_many_statements_for_300_rows_as_for_3(tenant):
+    """Set-based (bench/bench_compaction.py): no statement per row or per artifact, and the purged rows,
+    their artifacts and their DeletedRecord rows all reach storage."""
+    def statements(count: int) -> int:
+        ids = hidden_rows_insert(tenant, count, artifacts=True)
+        artifact_ids = list(Lineage.objects.filter(source_id__in=ids).values_list("artifact_id", flat=True))
+        assert len(artifact_ids) == count
+        with CaptureQueriesContext(connection) as captured:
+            result = compaction.compaction_batch(batch_size=1000)
+        assert result.counts["deleted"] == count and result.counts["derived_deleted"] == count
+        assert not Record.objects.filter(pk__in=ids).exists()
+        assert DeletedRecord.objects.filter(record_id__in=ids).count() == count
+        assert not DerivedArtifact.objects.filter(pk__in=artifact_ids).exists()
+        assert not Lineage.objects.filter(artifact_id__in=artifact_ids).exists()
+        return len(captured.captured_queries)
+
+    statements(1)  # the first batch also creates the signing key and the log head
+    assert statements(3) == statements(300) <= 20
 
 
 # --- dry runs ---------------------------------------------------------------------------------------
