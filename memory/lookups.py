@@ -6,6 +6,8 @@ arrays and keeps `IN (...)`; callers there keep batches under its variable limit
 """
 from django.db.models import Field, ForeignObject, Lookup
 
+BIGINT_MIN, BIGINT_MAX = -2**63, 2**63 - 1
+
 
 @ForeignObject.register_lookup
 @Field.register_lookup
@@ -18,7 +20,10 @@ class AnyOf(Lookup):
         if self.lhs.output_field.get_internal_type() in ("CharField", "TextField"):
             values, array_type = [str(value) for value in self.rhs], "text[]"
         else:
-            values, array_type = [int(value) for value in self.rhs], "bigint[]"
+            # A value outside bigint matches no row (as Django's own integer lookups answer); bound, it
+            # would be a DataError, so a huge id in a request would be a 500 instead of "not found".
+            values = [v for v in map(int, self.rhs) if BIGINT_MIN <= v <= BIGINT_MAX]
+            array_type = "bigint[]"
         if connection.vendor == "postgresql":
             if array_type == "bigint[]":
                 # The array's text form, made in one join: psycopg adapts a list element by element in
