@@ -4,7 +4,12 @@
 database's own work in bulk forgets (bench/bench_forget.py, bench/bench_compaction.py). SQLite has no
 arrays and keeps `IN (...)`; callers there keep batches under its variable limit.
 """
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
 from django.db.models import Field, ForeignObject, Lookup
+
+T = TypeVar("T")
 
 BIGINT_MIN, BIGINT_MAX = -2**63, 2**63 - 1
 
@@ -33,3 +38,10 @@ class AnyOf(Lookup):
         if not values:
             return "1 = 0", list(lhs_params)
         return f"{lhs} IN ({', '.join(['%s'] * len(values))})", [*lhs_params, *values]
+
+
+def batches(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """Consecutive slices of at most `size` items: one statement per batch, each under the database's bound
+    on parameters (`itertools.batched` arrives with Python 3.12)."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

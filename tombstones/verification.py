@@ -106,27 +106,24 @@ def statement_summary(statement: dict, *, keyid: str) -> dict:
         "derivatives": len(derivatives),
         "derivatives_by_kind": dict(Counter(str(d.get("kind")) for d in derivatives)),
         "derivatives_by_outcome": dict(Counter(str(d.get("outcome")) for d in derivatives)),
-        "deferred": sum(_deferred_count(d) for d in deferred),
+        "deferred": sum(len(_deferred_names(d)) for d in deferred),
         "deferred_deadlines": sorted({str(d["deadline"]) for d in deferred if d.get("deadline")}),
-        "deferred_undated": sum(_deferred_count(d) for d in deferred if not d.get("deadline")),
+        "deferred_undated": sum(len(_deferred_names(d)) for d in deferred if not d.get("deadline")),
         "key_id": keyid,
         "log_origin": statement.get("log_origin"),
     }
 
 
-def _deferred_count(item: dict) -> int:
+def _deferred_names(item: dict) -> list:
     """A deferred item names one thing (`item`) or several due together (`items`)."""
     items = item.get("items")
-    return len(items) if isinstance(items, list) else 1
+    return items if isinstance(items, list) else [item.get("item")]
 
 
 def deferred_items(statement: dict) -> dict[str, dict]:
     """Each deferred thing a statement names (`record:12`, `fleet_copy:3`) with the item that defers it."""
-    found = {}
-    for item in statement.get("propagation", {}).get("deferred", []):
-        for name in item["items"] if isinstance(item.get("items"), list) else [item.get("item")]:
-            found[name] = item
-    return found
+    return {name: item for item in statement.get("propagation", {}).get("deferred", [])
+            for name in _deferred_names(item)}
 
 
 def coverage_check(statement: dict, *, content: str, salts: list[str]) -> Coverage:

@@ -38,6 +38,7 @@ from memory.models import (
     Lineage,
     Record,
 )
+from memory.lookups import batches
 from memory.services import ForgetTarget, records_forget, records_refusals
 from memory.services.confirm import erasures_confirm
 
@@ -184,8 +185,8 @@ def _evaluate_items(request: SubjectRequest) -> int:
             ))
     # Set-based for the many (erase: one UPDATE), item by item only for those with a reason of their own.
     erase = [i.pk for i in items if i.decision == ItemDecision.ERASE]
-    for start in range(0, len(erase), UPDATE_BATCH):
-        RequestItem.objects.filter(pk__in=erase[start:start + UPDATE_BATCH]).update(decision=ItemDecision.ERASE)
+    for batch in batches(erase, UPDATE_BATCH):
+        RequestItem.objects.filter(pk__in=batch).update(decision=ItemDecision.ERASE)
     RequestItem.objects.bulk_update([i for i in items if i.decision != ItemDecision.ERASE],
                                     ["decision", "reason", "deferred_until"], batch_size=1000)
     RetentionConflict.objects.bulk_create(conflicts, ignore_conflicts=True)

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory import errors, selectors
+from memory.lookups import batches
 from memory.models import (DeletedRecord, DerivedArtifact, FleetCopyNotice, ForgetEvent, Lineage, Record, ScopeClosure,
                            Tenant)
 
@@ -56,11 +57,6 @@ def forget_event_get(*, tenant: Tenant, handle: object) -> ForgetEvent:
     return event
 
 
-def _batches(ids: list[int]):
-    for start in range(0, len(ids), _PROBE_BATCH):
-        yield ids[start:start + _PROBE_BATCH]
-
-
 def erasure_confirm(*, tenant: Tenant, handle: object) -> ConfirmResult:
     """Probe one forget (named by its handle) through every read path; see `erasures_confirm`."""
     return erasures_confirm(tenant=tenant, events=[forget_event_get(tenant=tenant, handle=handle)])[0]
@@ -95,12 +91,12 @@ def erasures_confirm(*, tenant: Tenant, events: list[ForgetEvent]) -> list[Confi
                                            + outcomes.get("deleted", []))))
     ids = sorted({pk for probe in probes for pk in probe.ids})
     rows = {}
-    for batch in _batches(ids):
+    for batch in batches(ids, _PROBE_BATCH):
         rows.update({pk: (content, until, held, scope_id) for pk, content, until, held, scope_id in
                      Record.objects.filter(tenant=tenant, pk__in=batch)
                      .values_list("pk", "content", "retained_until", "held", "scope_id")})
     # Read by id: the read path's own final step.
-    visible = {r.pk: r for batch in _batches(ids) for r in selectors._visible_records(tenant, batch)}
+    visible = {r.pk: r for batch in batches(ids, _PROBE_BATCH) for r in selectors._visible_records(tenant, batch)}
     # Scope listing: the scopes the records were in (still stored, or as the deletion noted them), and
     # every scope below them; the listing's candidates go through the same final step.
     deleted_scopes: dict[int, set[int]] = {}
@@ -113,7 +109,7 @@ def erasures_confirm(*, tenant: Tenant, events: list[ForgetEvent]) -> list[Confi
             ancestor_id__in=sorted(scope_ids), ancestor__tenant=tenant).values_list("ancestor_id", "descendant_id"):
         below.setdefault(ancestor_id, set()).add(descendant_id)
     under = set().union(*below.values()) if below else set()
-    listed = {r.pk: r.scope_id for batch in (_batches(ids) if under else ()) for r in selectors._visible_records(
+    listed = {r.pk: r.scope_id for batch in (batches(ids, _PROBE_BATCH) if under else ()) for r in selectors._visible_records(
         tenant, Record.objects.filter(scope_id__in=under, pk__in=batch).values("pk"))}
     # The scopes' paths, to name them in a gap: needed only when a listing found something.
     scopes = list(tenant.scopes.filter(pk__in=below).order_by("pk")) if listed else []
@@ -160,7 +156,7 @@ def erasures_confirm(*, tenant: Tenant, events: list[ForgetEvent]) -> list[Confi
     erased = [probe for probe in probes if not probe.gaps]
     if erased:
         with transaction.atomic(savepoint=False):  # a failure here is the caller's failure too
-            for batch in _batches(sorted({pk for probe in erased for pk in probe.ids})):
+            for batch in batches(sorted({pk for probe in erased for pk in probe.ids}), _PROBE_BATCH):
                 Record.objects.filter(pk__in=batch, erasure_pending=True).update(erasure_pending=False)
             now = timezone.now()
             unconfirmed = [p.event for p in erased if p.event.confirmed_at is None]
@@ -201,7 +197,7 @@ def _similarity_probe(tenant: Tenant, ids: list[int], sampled: list[int], rows: 
     """No vector derived from these records may remain in the similarity index, and no sampled record
     whose content is still stored may come back from a similarity search."""
     vectors = []
-    for batch in _batches(ids):
+    for batch in batches(ids, _PROBE_BATCH):
         for artifact_id, source_id in (Lineage.objects.filter(source_id__in=batch, artifact__vector__isnull=False)
                                        .values_list("artifact_id", "source_id")):
             vectors.append({"record_id": source_id, "artifact_id": artifact_id, "path": "similarity_index",
@@ -217,7 +213,7 @@ def _similarity_probe(tenant: Tenant, ids: list[int], sampled: list[int], rows: 
 def _derivatives_probe(artifact_ids: list[int]) -> list[dict]:
     """Every artifact the forgets handled must be gone: deleted, or redacted to nothing."""
     found = []
-    for batch in _batches(artifact_ids):
+    for batch in batches(artifact_ids, _PROBE_BATCH):
         for artifact in DerivedArtifact.objects.filter(pk__in=batch).only("pk", "kind", "content", "vector"):
             if artifact.content or artifact.vector is not None:
                 found.append({"artifact_id": artifact.pk, "kind": artifact.kind, "path": "derivatives",

@@ -37,7 +37,8 @@ from memory.models import (
     RecordTag,
     Tenant,
 )
-from memory.services.targets import ForgetTarget
+from memory.lookups import batches
+from memory.services.targets import MAX_TARGET_ITEMS, ForgetTarget
 from retention.locks import class_locks, hold_covered_records
 from retention.models import LegalHold
 
@@ -170,8 +171,8 @@ def records_refusals(*, tenant: Tenant, record_ids: list[int], mode: str) -> dic
     changed. The erasure workflow plans with it; `records_forget` decides again when it acts."""
     now = timezone.now()
     rows = []
-    for start in range(0, len(record_ids), BATCH_SIZE):
-        rows += _rows(Record.objects.filter(tenant=tenant, pk__in=record_ids[start:start + BATCH_SIZE]))
+    for batch in batches(record_ids, BATCH_SIZE):
+        rows += _rows(Record.objects.filter(tenant=tenant, pk__in=batch))
     return _refusal_reasons(tenant, [r for r in rows if _decide(r, mode, now) == "refused"], mode, now)
 
 
@@ -202,7 +203,7 @@ def _forget_once(*, tenant, target, mode, actor, reason, authority, path, deriva
         issued = _tombstone_issue(tenant=tenant, event=event, rows=rows, decided=decided, refusals=refusals,
                                   artifacts=artifacts, derivatives_mode=derivatives_mode, deferred=deferred,
                                   authority=authority, now=now, closes=closes)
-    _execute(tenant=tenant, mode=mode, acted=acted, artifact_ids=[a.pk for a in artifacts],
+    _execute(mode=mode, acted=acted, artifact_ids=[a.pk for a in artifacts],
              derivatives_mode=derivatives_mode, event=event, now=now)
     return ForgetResult(event=event, status=status, results=results, erasure_pending=bool(acted),
                         tombstone_id=str(tombstone_id) if issued else None, artifacts=event.artifacts)
@@ -237,8 +238,8 @@ def _refusal_reasons(tenant: Tenant, refused: list[_Row], mode: str, now: dateti
     held_ids = [r.pk for r in refused if r.held]
     if held_ids:
         for hold in LegalHold.objects.filter(tenant=tenant, released_at__isnull=True).order_by("pk"):
-            for start in range(0, len(held_ids), BATCH_SIZE):
-                covered = hold_covered_records(hold).filter(pk__in=held_ids[start:start + BATCH_SIZE])
+            for batch in batches(held_ids, BATCH_SIZE):
+                covered = hold_covered_records(hold).filter(pk__in=batch)
                 for pk in covered.values_list("pk", flat=True):
                     holds_by_record.setdefault(pk, []).append({
                         "type": "hold", "hold_id": hold.pk, "matter": hold.matter,
@@ -283,9 +284,9 @@ def _artifacts_of(record_ids: list[int]) -> list[_Artifact]:
     """The derived artifacts of these records, one query per batch: an artifact goes when any one of its
     sources goes."""
     found: dict[int, _Artifact] = {}
-    for start in range(0, len(record_ids), BATCH_SIZE):
+    for batch in batches(record_ids, BATCH_SIZE):
         for artifact_id, kind, holder, source_id in (
-                Lineage.objects.filter(source_id__any_of=record_ids[start:start + BATCH_SIZE])
+                Lineage.objects.filter(source_id__any_of=batch)
                 .values_list("artifact_id", "artifact__kind", "artifact__holder", "source_id")):
             found.setdefault(artifact_id, _Artifact(artifact_id, kind, holder)).sources.append(source_id)
     for artifact in found.values():
@@ -371,13 +372,12 @@ def lock_ended(now: datetime) -> Q:
     return Q(held=False) & (Q(retained_until__isnull=True) | Q(retained_until__lte=now))
 
 
-def _execute(*, tenant, mode, acted, artifact_ids, derivatives_mode, event, now) -> None:
+def _execute(*, mode, acted, artifact_ids, derivatives_mode, event, now) -> None:
     """The destructive statements: one per batch per table, each guarded and counted. Derivatives go
     first, while their lineage still names them."""
     _artifacts_forget(artifact_ids, derivatives_mode, event, now)
     ids = [r.pk for r in acted if not (mode == ForgetMode.SOFT and (r.forgotten or r.redacted))]
-    for start in range(0, len(ids), BATCH_SIZE):
-        batch = ids[start:start + BATCH_SIZE]
+    for batch in batches(ids, BATCH_SIZE):
         records = Record.objects.filter(pk__any_of=batch)
         if mode == ForgetMode.SOFT:
             changed = records.update(forgotten_at=now, erasure_pending=True, forget_event=event)
@@ -430,8 +430,7 @@ def _records_delete(records, *, event, now) -> int:
 
 def _artifacts_forget(artifact_ids: list[int], mode: str, event, now) -> None:
     cascades = connections[DerivedArtifact.objects.db].vendor == "postgresql"
-    for start in range(0, len(artifact_ids), BATCH_SIZE):
-        batch = artifact_ids[start:start + BATCH_SIZE]
+    for batch in batches(artifact_ids, BATCH_SIZE):
         artifacts = DerivedArtifact.objects.filter(pk__any_of=batch)
         if mode == ForgetMode.SOFT:
             artifacts.filter(forgotten_at__isnull=True).update(forgotten_at=now, forget_event=event)
@@ -457,8 +456,8 @@ def forget_queryset_delete(queryset) -> tuple[int, dict[str, int]]:
     with transaction.atomic():
         for tenant_id, ids in sorted(by_tenant.items()):
             tenant = Tenant.objects.get(pk=tenant_id)
-            for start in range(0, len(ids), 10_000):
-                result = records_forget(tenant=tenant, target=ForgetTarget(record_ids=tuple(ids[start:start + 10_000])),
+            for batch in batches(ids, MAX_TARGET_ITEMS):
+                result = records_forget(tenant=tenant, target=ForgetTarget(record_ids=tuple(batch)),
                                         mode=ForgetMode.HARD, actor="system:queryset.delete", path="queryset_delete",
                                         reason="QuerySet.delete()")
                 refused = [r for r in result.results if r["outcome"] == "refused"]

@@ -21,6 +21,12 @@ def alone(tenant, event):
     return result.erased, result.gaps, result.evidence
 
 
+def assert_each_as_alone(tenant, events, together):
+    """Probed together, each forget gets exactly the answer it gets when probed alone."""
+    for event, result in zip(events, together):
+        assert (result.erased, result.gaps, result.evidence) == alone(tenant, event)
+
+
 def test_forgets_probed_together_each_get_the_answer_they_get_alone(tenant, chat):
     hidden = record(tenant, chat, scope="user:42/session:1", content="my address is 12 Tangerine Lane",
                     subject="u42")
@@ -36,8 +42,7 @@ def test_forgets_probed_together_each_get_the_answer_they_get_alone(tenant, chat
     assert ForgetEvent.objects.get(pk=hard.pk).confirmed_at is not None
     assert ForgetEvent.objects.get(pk=soft.pk).confirmed_at is None
     assert Record.objects.get(pk=hidden.pk).erasure_pending is True
-    for event, result in zip([soft, hard], together):
-        assert (result.erased, result.gaps, result.evidence) == alone(tenant, event)
+    assert_each_as_alone(tenant, [soft, hard], together)
 
 
 def test_a_record_visible_again_is_a_gap_of_its_own_forget_on_every_listing_of_its_scopes(tenant, chat):
@@ -55,8 +60,7 @@ def test_a_record_visible_again_is_a_gap_of_its_own_forget_on_every_listing_of_i
     assert [g for g in gaps if g["path"] == "scope_listing"] == [
         {"record_id": leaked.pk, "path": "scope_listing", "scope": "user:42/session:1", "gap": "visible"}]
     assert {"record_id": leaked.pk, "path": "keyword_search", "gap": "visible"} in gaps
-    for event, result in zip([first, second], together):
-        assert (result.erased, result.gaps, result.evidence) == alone(tenant, event)
+    assert_each_as_alone(tenant, [first, second], together)
 
 
 def test_a_leak_in_a_scope_two_forgets_share_is_a_gap_of_the_forget_that_named_the_record_only(tenant, chat):
