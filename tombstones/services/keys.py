@@ -79,10 +79,14 @@ def _unseal(blob: bytes, passphrase: bytes, *, kid: str) -> Ed25519PrivateKey:
     return Ed25519PrivateKey.from_private_bytes(_derive(passphrase, salt, log2_n).decrypt(nonce, sealed, kid.encode()))
 
 
+def _private_cache_key(kid: str, passphrase: bytes) -> tuple[str, bytes]:
+    return kid, hashlib.sha256(passphrase).digest()
+
+
 def key_private(key: SigningKey) -> Ed25519PrivateKey:
     """The decrypted private key (cached per process, per key and passphrase)."""
     passphrase = passphrase_get()
-    cache_key = (key.kid, hashlib.sha256(passphrase).digest())
+    cache_key = _private_cache_key(key.kid, passphrase)
     if cache_key not in _private_keys:
         try:
             private = _unseal(bytes(key.private_key_encrypted), passphrase, kid=key.kid)
@@ -128,7 +132,7 @@ def key_current_hint(*, purpose: str) -> SigningKey:
     under the log's lock, that it is still the current one (as `tombstones_issue_many` does).
     """
     key = _current_keys.get(purpose)
-    if key is not None and (key.kid, hashlib.sha256(passphrase_get()).digest()) in _private_keys:
+    if key is not None and _private_cache_key(key.kid, passphrase_get()) in _private_keys:
         return key
     return key_current(purpose=purpose)
 
