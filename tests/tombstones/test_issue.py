@@ -17,7 +17,7 @@ from tombstones.dsse import PAYLOAD_TYPE, pae
 from tombstones.errors import TombstoneError
 from tombstones.jwk import thumbprint
 from tombstones.models import LogHead, LogNode, SigningKey, Tombstone, TombstoneSalts
-from tombstones.services import TombstoneRequest, tombstone_issue, tombstones_issue_many
+from tombstones.services import IssuedTombstone, TombstoneRequest, tombstone_issue, tombstones_issue_many
 from tombstones.services import keys as keys_service
 from tombstones.services.rows import INSERT_MAX_ROWS
 
@@ -227,11 +227,50 @@ def test_every_signature_of_a_copy_sized_batch_verifies_with_the_key_that_is_sto
     with transaction.atomic():
         issued = tombstones_issue_many(requests=requests)
     stored = Tombstone.objects.select_related("key").order_by("leaf_index")
-    assert [t.pk for t in stored] == [r.tombstone_id for r in requests] == [t.pk for t in issued]
+    assert [t.pk for t in stored] == [r.tombstone_id for r in requests] == [t.tombstone_id for t in issued]
     assert [t.leaf_index for t in stored] == list(range(count))
     for tombstone in stored:
         public = Ed25519PublicKey.from_public_bytes(bytes(tombstone.key.public_key))
         public.verify(bytes(tombstone.signature), pae(PAYLOAD_TYPE, bytes(tombstone.payload)))
+
+
+def test_a_copy_sized_batch_after_a_rotation_elsewhere_is_signed_whole_by_the_new_key(tenant):
+    """A large batch signs under the lock, as its COPYs stream: after another process's rotation, every
+    signature (those made between node rows, salts rows and tombstone rows alike) is by the new key."""
+    old = SigningKey.objects.get(pk=tombstone_make(tenant).key_id)
+    with transaction.atomic():
+        SigningKey.objects.filter(pk=old.pk).update(retired_at=timezone.now())
+        new = keys_service._key_create(purpose=old.purpose, actor="another process", now=timezone.now())
+    keys_service._current_keys[old.purpose] = old
+    requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement,
+                                 subject_salts=salts if index % 3 else None)
+                for index, (statement, salts) in enumerate(statement_make() for _ in range(3 * INSERT_MAX_ROWS))]
+    with transaction.atomic():
+        tombstones_issue_many(requests=requests)
+    public = Ed25519PublicKey.from_public_bytes(bytes(new.public_key))
+    stored = Tombstone.objects.filter(leaf_index__gte=1).order_by("leaf_index")
+    assert len(stored) == len(requests) and {t.key_id for t in stored} == {new.pk}
+    for tombstone in stored:
+        public.verify(bytes(tombstone.signature), pae(PAYLOAD_TYPE, bytes(tombstone.payload)))
+
+
+@pytest.mark.parametrize("count", [3, 2 * INSERT_MAX_ROWS + 1])
+def test_issue_many_answers_ids_and_log_indices_not_model_instances(tenant, count):
+    """Callers keep a handle (id, index) per request; the answer must say where each one is in the log."""
+    tombstone_make(tenant)
+    requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement_make()[0])
+                for _ in range(count)]
+    with transaction.atomic():
+        issued = tombstones_issue_many(requests=requests)
+    assert all(type(item) is IssuedTombstone for item in issued)
+    stored = dict(Tombstone.objects.values_list("id", "leaf_index"))
+    assert [(item.tombstone_id, item.leaf_index) for item in issued] == [
+        (request.tombstone_id, stored[request.tombstone_id]) for request in requests]
+    assert [item.leaf_index for item in issued] == list(range(1, count + 1))
+    # issuing the same batch again stores nothing and answers the same handles
+    with transaction.atomic():
+        assert tombstones_issue_many(requests=requests) == issued
+    assert Tombstone.objects.count() == count + 1
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")

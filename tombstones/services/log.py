@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from django.conf import settings
@@ -64,18 +64,21 @@ def log_lock(*, tombstone_ids: Sequence[uuid.UUID] = (), key_purpose: str | None
     return LockedLog(head=head, issued=bool(row[3]), key_kid=row[4])
 
 
-def log_append(*, head: LogHead, leaf_hashes: list[bytes], writes: RowWrites | None = None) -> int:
+def log_append(*, head: LogHead, leaf_hashes: list[bytes], writes: RowWrites | None = None,
+               node_rows: Callable[[list[tuple]], Iterable[tuple]] | None = None) -> int:
     """Append leaf hashes to the log whose head the caller locked (`log_lock`); return the first's index.
 
     O(log n) per leaf: the right edge is in the head row; only the nodes the new leaves complete are written.
     With `writes`, the nodes and the head's update are queued there (the caller sends them with its own
-    rows, in one round trip when they are few); without, they are written now.
+    rows, in one round trip when they are few); without, they are written now. `node_rows` wraps the node
+    rows as they are written (the issuing path signs between them while a COPY streams them).
     """
     first = head.size
     nodes, frontier = merkle.append_many(first, frontier_split(bytes(head.frontier)), leaf_hashes)
     send = writes is None
     writes = RowWrites() if send else writes
-    writes.insert(model=LogNode, columns=["level", "node_index", "hash"], rows=nodes)
+    writes.insert(model=LogNode, columns=["level", "node_index", "hash"],
+                  rows=node_rows(nodes) if node_rows else nodes, count=len(nodes))
     writes.execute(f"UPDATE {LogHead._meta.db_table} SET size = %s, frontier = %s, root = %s, updated_at = %s "
                    f"WHERE id = 1", [first + len(leaf_hashes), b"".join(frontier), merkle.fold(frontier),
                                      timezone.now()])
