@@ -254,6 +254,28 @@ def test_a_copy_sized_batch_after_a_rotation_elsewhere_is_signed_whole_by_the_ne
         public.verify(bytes(tombstone.signature), pae(PAYLOAD_TYPE, bytes(tombstone.payload)))
 
 
+def test_salts_written_by_copy_are_jsonb_objects_equal_to_those_given(tenant):
+    """A COPY-sized batch sends its salts as jsonb's binary input made by orjson: what is stored must be the
+    same object (record ids with quotes, backslashes and non-ASCII included), and a JSON object in SQL."""
+    requests = []
+    for index in range(2 * INSERT_MAX_ROWS + 1):
+        statement, salts = statement_make()
+        odd_id = f'rec "{index}" \\ é😀'
+        statement["execution"]["records"][0]["record_id"] = odd_id
+        salts[odd_id] = salts.pop("1000")
+        requests.append(TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement,
+                                         subject_salts=salts))
+    with transaction.atomic():
+        tombstones_issue_many(requests=requests)
+    stored = dict(TombstoneSalts.objects.values_list("tombstone_id", "salts"))
+    assert stored == {request.tombstone_id: request.subject_salts for request in requests}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM tombstones_tombstonesalts WHERE jsonb_typeof(salts) = 'object' "
+                           "AND salts ->> '1001' ~ '^[0-9a-f]{32}$'")
+            assert cursor.fetchone()[0] == len(requests)
+
+
 @pytest.mark.parametrize("count", [3, 2 * INSERT_MAX_ROWS + 1])
 def test_issue_many_answers_ids_and_log_indices_not_model_instances(tenant, count):
     """Callers keep a handle (id, index) per request; the answer must say where each one is in the log."""
