@@ -276,6 +276,37 @@ def test_salts_written_by_copy_are_jsonb_objects_equal_to_those_given(tenant):
             assert cursor.fetchone()[0] == len(requests)
 
 
+@pytest.mark.parametrize("count", [1, 2 * INSERT_MAX_ROWS + 1])
+def test_a_tombstone_for_a_tenant_that_does_not_exist_is_refused_and_nothing_is_stored(tenant, count):
+    """No foreign-key constraint checks the tenant any more (migration 0005): the issuer does, under the lock."""
+    requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id if index else tenant.id + 10_000,
+                                 statement=statement_make()[0]) for index in range(count)]
+    with pytest.raises(TombstoneError) as caught, transaction.atomic():
+        tombstones_issue_many(requests=requests)
+    assert (caught.value.code, caught.value.status_code) == ("tenant_not_found", 400)
+    assert not Tombstone.objects.exists() and not LogNode.objects.exists() and LogHead.objects.get(pk=1).size == 0
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_tenant_cannot_be_deleted_while_a_tombstone_naming_it_is_being_issued(transactional_db):
+    """The issuer's check holds the tenant's row (FOR KEY SHARE, as a foreign-key check did) until its
+    transaction ends: a DELETE from another connection waits, where it would otherwise pass the trigger (which
+    cannot see the uncommitted tombstone) and leave the tombstone naming nothing."""
+    tenant = TenantFactory()
+    other = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+    try:
+        with transaction.atomic():
+            tombstone_make(tenant)
+            other.execute("SET lock_timeout = '300ms'")
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute("DELETE FROM memory_tenant WHERE id = %s", [tenant.pk])
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):  # committed: now the trigger sees it
+            other.execute("DELETE FROM memory_tenant WHERE id = %s", [tenant.pk])
+    finally:
+        other.close()
+    assert Tombstone.objects.filter(tenant_id=tenant.pk).count() == 1
+
+
 @pytest.mark.parametrize("count", [3, 2 * INSERT_MAX_ROWS + 1])
 def test_issue_many_answers_ids_and_log_indices_not_model_instances(tenant, count):
     """Callers keep a handle (id, index) per request; the answer must say where each one is in the log."""

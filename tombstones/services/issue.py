@@ -111,12 +111,18 @@ def _issue(requests: list[TombstoneRequest]) -> _Issued:
     signer = _Signer(key, messages)
     if not by_copy:
         signer.upto(count)
+    tenant_ids = {int(request.tenant_id) for request in requests}
     with transaction.atomic(savepoint=False):  # the caller's transaction, or one of our own
-        head, issued, current_kid = log_lock(tombstone_ids=ids, key_purpose=KeyPurpose.TOMBSTONE)
+        # The tombstone's tenant and key have no database constraints (migration 0005): they are checked here.
+        head, issued, current_kid, current_key_id, tenants_found = log_lock(
+            tombstone_ids=ids, key_purpose=KeyPurpose.TOMBSTONE, tenant_ids=tenant_ids)
         if issued:  # checked under the lock: nothing is half-written, nothing to roll back
             return _Issued(ids, None, None, _issued_already(ids, payloads))
-        if current_kid != key.kid:  # rotated since this process last looked: sign (again) with the current key
-            key = key_current(purpose=KeyPurpose.TOMBSTONE)
+        if tenants_found != len(tenant_ids):
+            raise TombstoneError("tenant_not_found", "A tombstone names a tenant that does not exist.",
+                                 {"tenant_ids": sorted(tenant_ids)}, status_code=400)
+        if (current_kid, current_key_id) != (key.kid, key.pk):  # rotated since this process last looked:
+            key = key_current(purpose=KeyPurpose.TOMBSTONE)  # sign (again) with the current key
             signer = _Signer(key, messages)
             if not by_copy:
                 signer.upto(count)
