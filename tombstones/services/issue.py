@@ -92,12 +92,13 @@ def _issue(requests: list[TombstoneRequest]) -> _Issued:
     if len(set(ids)) != len(ids):
         raise TombstoneError("tombstone_conflict", "The same tombstone id twice in one call.", status_code=409)
     origin = settings.LEDGER_LOG_ORIGIN
-    payloads, messages, leaves, salt_rows = [], [], [], []
+    texts, payloads, messages, leaves, salt_rows = [], [], [], [], []
     for tombstone_id, request in zip(ids, requests):
-        statement, records = statement_complete(tombstone_id=tombstone_id, statement=request.statement,
-                                                log_origin=origin)
+        text = str(tombstone_id)  # once: for the statement and for the lock's query
+        statement, records = statement_complete(tombstone_id=text, statement=request.statement, log_origin=origin)
         payload = statement_bytes(statement)
         message = pae(PAYLOAD_TYPE, payload)
+        texts.append(text)
         payloads.append(payload)
         messages.append(message)
         leaves.append(leaf_hash(message))
@@ -115,7 +116,7 @@ def _issue(requests: list[TombstoneRequest]) -> _Issued:
     with transaction.atomic(savepoint=False):  # the caller's transaction, or one of our own
         # The tombstone's tenant and key have no database constraints (migration 0005): they are checked here.
         head, issued, current_kid, current_key_id, tenants_found = log_lock(
-            tombstone_ids=ids, key_purpose=KeyPurpose.TOMBSTONE, tenant_ids=tenant_ids)
+            tombstone_ids=texts, key_purpose=KeyPurpose.TOMBSTONE, tenant_ids=tenant_ids)
         if issued:  # checked under the lock: nothing is half-written, nothing to roll back
             return _Issued(ids, None, None, _issued_already(ids, payloads))
         if tenants_found != len(tenant_ids):
@@ -130,9 +131,10 @@ def _issue(requests: list[TombstoneRequest]) -> _Issued:
         rows: list[tuple] = []
 
         def tombstone_rows():  # consumed by the COPY as it streams: what is signed here overlaps the storing
-            upto, append = signer.upto, rows.append
+            sign, append = signer.sign, rows.append
             for offset, (tombstone_id, request, payload) in enumerate(zip(ids, requests, payloads)):
-                upto(offset + 1)
+                if offset == len(signatures):  # signed in order: the next one, unless made already
+                    signatures.append(sign(messages[offset]))
                 row = (tombstone_id, int(request.tenant_id), PAYLOAD_TYPE, payload, signatures[offset], key_id,
                        first + offset, now)
                 append(row)
@@ -166,11 +168,15 @@ class _Signer:
 
     def during(self, rows: Iterable[tuple], count: float) -> Iterator[tuple]:
         rows = list(rows)
-        start, total = len(self.signatures), max(len(rows), 1)
-        share = max(0.0, count - start) / total
+        start = len(self.signatures)
+        every = len(rows) / (count - start) if count - start >= 1 else len(rows) + 1  # rows per signature
+        due = every
         for index, row in enumerate(rows, 1):
-            self.upto(start + share * index)
+            if index >= due:
+                self.upto(start + index / every)
+                due = (len(self.signatures) - start + 1) * every
             yield row
+        self.upto(count)
 
 
 def _uuid(value) -> uuid.UUID:

@@ -30,7 +30,7 @@ class LockedLog(NamedTuple):
     tenants_found: int  # how many of the `tenant_ids` given exist (locked until the transaction ends)
 
 
-def log_lock(*, tombstone_ids: Sequence[uuid.UUID] = (), key_purpose: str | None = None,
+def log_lock(*, tombstone_ids: Sequence[uuid.UUID | str] = (), key_purpose: str | None = None,
              tenant_ids: Collection[int] = ()) -> LockedLog:
     """Lock the log's head row: the caller's transaction holds it until it ends, so appends are
     serialized, indices are gapless, and a rolled-back forget leaves no trace in the log.

@@ -26,8 +26,10 @@ HEX_LOWER = "0123456789abcdef"
 HEX_ANY_CASE = "0123456789abcdefABCDEF"
 FORBIDDEN_KEYS = {"content", "salt", "salts"}
 STATEMENT_FIELDS = frozenset(CALLER_FIELDS + ADDED_FIELDS)
-# The byte strings that may announce a forbidden key in canonical JSON (see `statement_bytes`).
-FORBIDDEN_MARKS = tuple(b'"%s":' % key.encode() for key in sorted(FORBIDDEN_KEYS))
+# Byte strings that every forbidden key's canonical JSON contains (see `statement_bytes`): `"salt` covers
+# `"salt":` and `"salts":`, one search instead of two over the ~1 KB payload.
+FORBIDDEN_MARKS = (b'"content":', b'"salt')
+assert all(any(mark in b'"%s":' % key.encode() for mark in FORBIDDEN_MARKS) for key in FORBIDDEN_KEYS)
 
 
 def _invalid(field: str, detail: str) -> TombstoneError:
@@ -112,8 +114,9 @@ def _time_invalid(field: str) -> TombstoneError:
     return _invalid(field, "must be an RFC 3339 time with a zone, such as 2025-12-02T10:00:00Z")
 
 
-def statement_complete(*, tombstone_id: uuid.UUID, statement: Any, log_origin: str) -> tuple[dict, list[dict]]:
-    """The full statement (with `version`, `log_origin`, `tombstone_id`) and its execution records."""
+def statement_complete(*, tombstone_id: uuid.UUID | str, statement: Any, log_origin: str) -> tuple[dict, list[dict]]:
+    """The full statement (with `version`, `log_origin`, `tombstone_id`: a UUID or its string) and its
+    execution records."""
     if type(statement) is not dict:
         _dict(statement, "statement")
     keys = statement.keys()
@@ -145,8 +148,8 @@ def statement_bytes(statement: dict) -> bytes:
     """The canonical bytes, refused if any object in the statement has a content or salt field.
 
     In canonical JSON an unescaped `"` only delimits strings and a key is the only string followed by
-    `:`, so a byte search for `"content":` finds exactly the keys named `content`, at C speed; the
-    walk then names where it is.
+    `:`, so a byte search for `"content":` finds every key named `content`, at C speed (and `"salt` every
+    `salt` and `salts`, with some strings that merely start so); the walk then decides, and names where.
     """
     try:
         payload = canonical_json(statement)
