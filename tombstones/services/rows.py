@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import orjson
+import psycopg
 from django.db import connection
+from psycopg.adapt import PyFormat
 from psycopg.types.json import Jsonb
 
 INSERT_MAX_ROWS = 20  # above this, COPY's cheaper rows outweigh its extra round trips
@@ -34,6 +36,7 @@ COPY_MIN_BYTES = 256 * 1024
 JSONB_BINARY_VERSION = b"\x01"
 
 _copy_types: dict[tuple, tuple[list[str], list[int]]] = {}
+_BYTES_BINARY_DUMPER = psycopg.adapters.get_dumper(bytes, PyFormat.BINARY)
 
 
 class RowWrites:
@@ -125,7 +128,13 @@ def _copy(model, columns: list[str], rows: Iterable[tuple]) -> None:
     types, jsonb = _types(model, columns)
     if jsonb:
         rows = _jsonb_encoded(rows, jsonb)
-    with connection.wrap_database_errors, connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
-        copy.set_types(types)
-        for row in rows:  # driver errors surface as Django's (IntegrityError on a duplicate id)
-            copy.write_row(row)
+    with connection.wrap_database_errors, connection.cursor() as cursor:
+        raw = cursor.cursor
+        # `set_types` picks dumpers by type oid, and for bytea that is psycopg's Python `dbapi20` dumper (~0.2 µs
+        # a value more than the C one it uses for `bytes` by class): this cursor gets the C one for bytea.
+        raw.adapters.register_dumper(bytes, _BYTES_BINARY_DUMPER)
+        with raw.copy(sql) as copy:
+            copy.set_types(types)
+            for row in rows:  # driver errors surface as Django's (IntegrityError on a duplicate id)
+                copy.write_row(row)
+
