@@ -6,6 +6,7 @@ ids are strings and commitments are hex SHA-256. The caller gives `request`, `sc
 """
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from typing import Any
@@ -104,9 +105,19 @@ def _propagation(propagation: dict) -> None:
 
 
 def _is_time(value: Any) -> bool:
+    if type(value) is str:  # the common case, and a batch repeats its times and deadlines: remembered
+        return _is_time_text(value)
     try:
         return value is not None and parse_time(value) is not None
     except (TypeError, ValueError):
+        return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_time_text(text: str) -> bool:
+    try:
+        return parse_time(text) is not None
+    except ValueError:
         return False
 
 
