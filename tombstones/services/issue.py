@@ -50,7 +50,6 @@ class IssuedTombstone(NamedTuple):
 
 
 class _Issued(NamedTuple):
-    ids: list[uuid.UUID]
     rows: list[tuple] | None  # the tombstone rows written (TOMBSTONE_COLUMNS), or None when issued before
     key: SigningKey | None
     stored: list[Tombstone] | None  # issued before: the stored tombstones, in the requests' order
@@ -75,9 +74,9 @@ def tombstones_issue_many(*, requests: list[TombstoneRequest]) -> list[IssuedTom
     """`tombstone_issue` for many forgets at once (a sweep): one lock of the log head, set-based inserts.
     Answers each request's id and log index (`IssuedTombstone`), in the requests' order.
 
-    Everything that can refuse (the statements, the salts) happens before the log's lock. Round trips under
-    the lock: the lock itself (the same query checks that the ids are new and that the signing key is still
-    the current one), then the writes: one query for a few tombstones (nodes, head, tombstones and salts
+    Everything that can refuse (the statements, the salts) happens before the log's lock, but what only the
+    database knows. Round trips under the lock: the lock itself (the same query checks that the ids are new,
+    that the signing key is still the current one and that the tenants exist), then the writes: one query for a few tombstones (nodes, head, tombstones and salts
     together; signed before the lock), binary COPYs for many (`rows.RowWrites`), signed while they stream
     (`SIGNED_WITH_NODES`). bench/README.md has the measurements.
     """
@@ -118,7 +117,7 @@ def _issue(requests: list[TombstoneRequest]) -> _Issued:
         head, issued, current_kid, current_key_id, tenants_found = log_lock(
             tombstone_ids=texts, key_purpose=KeyPurpose.TOMBSTONE, tenant_ids=tenant_ids)
         if issued:  # checked under the lock: nothing is half-written, nothing to roll back
-            return _Issued(ids, None, None, _issued_already(ids, payloads))
+            return _Issued(None, None, _issued_already(ids, payloads))
         if tenants_found != len(tenant_ids):
             raise TombstoneError("tenant_not_found", "A tombstone names a tenant that does not exist.",
                                  {"tenant_ids": sorted(tenant_ids)}, status_code=400)
@@ -149,8 +148,7 @@ def _issue(requests: list[TombstoneRequest]) -> _Issued:
         writes.insert(model=Tombstone, columns=TOMBSTONE_COLUMNS, rows=tombstone_rows(), count=count,
                       size=sum(map(len, payloads)))
         writes.send()
-        signer.upto(count)  # a no-op unless some COPY above was empty; the tombstones' rows made the rest
-    return _Issued(ids, rows, key, None)
+    return _Issued(rows, key, None)
 
 
 class _Signer:
