@@ -215,7 +215,8 @@ class Profile:
     # (module, name, label): the name is patched where the caller looks it up when it calls.
     PARTS = [
         ("dsr.services.workflow", "records_forget", "records_forget (memory; 2 per request)"),
-        ("tombstones.services.issue", "tombstones_issue_many", "  of which: issuing the tombstone"),
+        # `_issue`: what `tombstone_issue` and `tombstones_issue_many` both call (by its module-level name)
+        ("tombstones.services.issue", "_issue", "  of which: issuing the tombstone"),
         ("tombstones.services", "receipt_build", "receipt_build (tombstones; 1 per tombstone)"),
         ("tombstones.services.receipts", "checkpoint_sign", "  of which: a checkpoint"),
         ("dsr.services.workflow", "erasures_confirm", "confirmation probes (memory)"),
