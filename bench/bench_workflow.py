@@ -119,7 +119,10 @@ def _derived_add(subject_ids: list[int]) -> None:
     """, [subject_ids])
 
 
-def _requests_create(tenant, subject_ids: list[int]) -> list[int]:
+def _requests_create(tenant, subject_ids: list[int], *, started: bool = False) -> list[int]:
+    """Verified erasure requests; `started`: with their workflow started (`workflow_start`'s mark), which
+    is what lets a step's group claim them. The timed run starts each round's requests just before it
+    enqueues them (`_Worker.run`): started earlier, the first round's groups would take later rounds' work."""
     from django.utils import timezone
 
     from dsr.models import RequestStatus, SubjectRequest
@@ -128,7 +131,8 @@ def _requests_create(tenant, subject_ids: list[int]) -> list[int]:
     made = SubjectRequest.objects.bulk_create([
         SubjectRequest(tenant=tenant, subject_id=sid, type="erasure", regulation="gdpr", received_at=now,
                        due_date=now.date(), contact_email="subject@example.org", status=RequestStatus.VERIFIED,
-                       identity_verified_by="bench", identity_method="bench", identity_verified_at=now)
+                       identity_verified_by="bench", identity_method="bench", identity_verified_at=now,
+                       workflow_started_at=now if started else None)
         for sid in subject_ids])
     return [r.pk for r in made]
 
@@ -172,6 +176,10 @@ class _Worker:
         from dsr.services.workflow import PLAN
         from dsr.tasks import workflow_step
 
+        from django.utils import timezone
+
+        # What `workflow_start` does for each (its history row aside): the mark, then one message each.
+        SubjectRequest.objects.filter(pk__in=request_ids).update(workflow_started_at=timezone.now())
         started = time.perf_counter()
         for request_id in request_ids:
             workflow_step.delay(request_id, PLAN)
@@ -307,7 +315,7 @@ class Profile:
 
 def _profile(tenant, subject_ids: list[int]) -> None:
     profile = Profile()
-    request_ids = _requests_create(tenant, subject_ids)
+    request_ids = _requests_create(tenant, subject_ids, started=True)
     total = profile.run(request_ids)
     print(profile.report(len(request_ids), total))
 
