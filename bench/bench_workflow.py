@@ -223,10 +223,14 @@ class Profile:
     # (module, name, label): the name is patched where the caller looks it up when it calls.
     PARTS = [
         ("dsr.services.workflow", "records_forget", "records_forget (memory; 2 per request)"),
-        ("tombstones.services.issue", "tombstones_issue_many", "  of which: issuing the tombstone"),
-        ("tombstones.services", "receipt_build", "receipt_build (tombstones; 1 per tombstone)"),
+        ("memory.services.forget", "_rows", "  of which: reading the target's rows"),
+        ("memory.services.forget", "_artifacts_of", "  of which: finding the derived artifacts"),
+        ("memory.services.forget", "_tombstone_issue", "  of which: the signed tombstone"),
+        ("tombstones.services.issue", "tombstones_issue_many", "    of which: issuing it (tombstones/)"),
+        ("memory.services.forget", "_execute", "  of which: the destructive statements"),
+        ("tombstones.services", "receipts_build", "receipts_build (tombstones; 1 per group)"),
         ("tombstones.services.receipts", "checkpoint_sign", "  of which: a checkpoint"),
-        ("dsr.services.workflow", "erasures_confirm", "confirmation probes (memory)"),
+        ("dsr.services.workflow", "erasures_confirm", "confirmation probes (memory; 1 per group)"),
     ]
 
     def __init__(self):
