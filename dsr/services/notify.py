@@ -30,8 +30,8 @@ def step_notify(*, request_id: int):
     """Compose (once), send and mark sent, for a group of finished requests (dsr/services/workflow.py:
     `group_claim`), all under their row locks: a second delivery of this step waits, then finds its request
     notified. A crash after sending but before the commit sends again on the next delivery: subjects told
-    twice rather than never. A mail the backend refuses leaves that request un-notified (its savepoint is
-    rolled back) and the others go on; the message's own request raises after the commit, as before."""
+    twice rather than never. A mail the backend refuses leaves that request un-notified (its notice is not
+    stored) and the others go on; the message's own request raises after the commit, as before."""
     from dsr.services.workflow import NOTIFY, StepResult, WORKFLOW, group_claim
 
     failed: Exception | None = None
@@ -47,29 +47,29 @@ def step_notify(*, request_id: int):
             earlier[request_pk].append((pk, sent_at))
         composed = _notices_compose([r for r in group if not any(sent is None for _, sent in earlier[r.pk])],
                                     earlier=earlier, sent_at=now)
-        notified, notes = [], {}
+        notified, notes, stored = [], {}, []
         for request in group:
             unsent = next((pk for pk, sent_at in earlier[request.pk] if sent_at is None), None)
+            # An outbox row left by an earlier version of this step is sent as written; otherwise the notice
+            # just composed is stored as sent, in the transaction that sends it: if the mail backend refuses,
+            # it is not stored, and the next delivery composes and sends again.
+            notice = SubjectNotice.objects.get(pk=unsent) if unsent is not None else composed[request.pk]
             try:
-                with transaction.atomic():  # a savepoint: this request's notice and nothing else's
-                    if unsent is not None:  # an outbox row left by an earlier version of this step: sent as written
-                        notice = SubjectNotice.objects.get(pk=unsent)
-                        SubjectNotice.objects.filter(pk=notice.pk).update(sent_at=now)
-                    else:
-                        # Stored as sent in the transaction that sends it: if the mail backend refuses, the row
-                        # goes with the rollback, and the next delivery composes and sends again.
-                        notice = composed[request.pk]
-                        notice.save()
-                    _send(request, notice)
+                _send(request, notice)
             except (ApplicationError, OSError) as exc:  # a mail refused (smtplib's errors are OSErrors)
                 logger.warning("request %s: the notice could not be sent (%r); left for its own delivery",
                                request.pk, exc)
                 if request is own:
                     failed = exc
                 continue
+            if unsent is not None:
+                SubjectNotice.objects.filter(pk=notice.pk).update(sent_at=now)
+            else:
+                stored.append(notice)
             notified.append(request)
             notes[request.pk] = ("outcome sent to the subject" if notice.to
                                  else "no address on file: outcome kept on record")
+        SubjectNotice.objects.bulk_create(stored)
         SubjectRequest.objects.filter(pk__in=[r.pk for r in notified]).update(notified_at=now)
         histories_add(requests=notified, action="subject_notified", actor=WORKFLOW, notes=notes)
     if failed is not None:
