@@ -16,7 +16,9 @@ Workflow side: 1,000 verified GDPR erasure requests (one message each); one work
 request: plan and evaluate (one transaction), execute (the one guarded forget, one per decision: a signed
 tombstone each, derivatives erased), confirm (every read path probed), notify (the outcome mail, with the
 receipts, to Django's locmem mail backend). The steps that are due run in the same task (dsr/tasks.py),
-each in its own transaction. Timed from the first start to the last notice.
+each in its own transaction, for a group of up to LEDGER_WORKFLOW_GROUP_SIZE started requests due at the
+same step (dsr/services/workflow.py); a round's requests are marked started just before their messages are
+sent, as `workflow_start` does. Timed from the first start to the last notice.
 
 Raw side: for each of 1,000 other subjects, one transaction doing the same deletes: the derived
 artifacts (their lineage cascades), the nine unlocked records, a hide of the locked one, and one audit
@@ -27,8 +29,9 @@ a load that moves (other benchmarks share the two cores). Subjects per second on
 
 `--profile N` then runs N more requests in this process, step by step, and prints per step its time, its
 queries and the part of it spent in cursor.execute, and the same for the parts other apps own
-(records_forget and its tombstone, receipt_build and its checkpoint, the confirmation probes) and for the
-COMMITs.
+(records_forget and its parts, receipts_build and its checkpoint, the confirmation probes) and for the
+COMMITs. The requests are started together, so the first request's steps run for a group and the others'
+find their work done: the figures per request are the group's cost shared out.
 """
 from __future__ import annotations
 
