@@ -258,3 +258,24 @@ def test_a_mail_refused_for_one_request_leaves_it_unnotified_and_the_others_sent
     for scenario, request in made:
         assert_done_on_its_own(scenario, request, mailoutbox)
     assert len(mailoutbox) == 3
+
+
+@pytest.mark.django_db
+def test_a_groups_execute_forgets_at_most_one_batch_of_records_and_leaves_the_rest_due(mailoutbox, monkeypatch):
+    """Five records per request, batches of eight: the own request's five, and no one else's (ten would
+    not fit); the others are done by the deliveries that follow, each exactly once."""
+    made = started_requests()
+    (_, first), (_, second), (_, third) = made
+    workflow.step_plan(request_id=first.pk)
+    monkeypatch.setattr(workflow, "EXECUTE_BATCH", 8)
+
+    assert workflow.step_execute(request_id=first.pk).next_step == workflow.CONFIRM
+
+    assert set(SubjectRequest.objects.filter(executed_at__isnull=False).values_list("pk", flat=True)) == {first.pk}
+    assert not ForgetEvent.objects.exclude(actor=f"request:{first.pk}").exists()
+    workflow.step_execute(request_id=second.pk)
+    assert set(SubjectRequest.objects.filter(executed_at__isnull=False).values_list("pk", flat=True)) == {
+        first.pk, second.pk}
+    run_to_end(third.pk)
+    for scenario, request in made:
+        assert_done_on_its_own(scenario, request, mailoutbox)
