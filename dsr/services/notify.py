@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from config.errors import ApplicationError
-from dsr.models import ItemDecision, ItemKind, ItemOutcome, RequestItem, RequestStatus, RequestType, SubjectNotice
+from dsr.models import ItemDecision, ItemKind, ItemOutcome, RequestItem, RequestType, SubjectNotice
 from dsr.models import SubjectRequest
 from dsr.services.states import histories_add
 from memory.models import ArchiveDeletion, FleetCopyNotice

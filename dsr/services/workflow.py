@@ -61,9 +61,10 @@ from memory.services.confirm import erasures_confirm
 
 logger = logging.getLogger(__name__)
 
-# Records per request per execute transaction: one forget (one tombstone) per decision per batch. Small
-# enough that a worker killed mid-batch loses little work and holds row locks briefly; large enough that
-# the per-batch signing and bookkeeping are amortized.
+# Records per execute transaction (a group's: its own request's next batch, then other requests' batches
+# while they fit), one forget (one tombstone) per request and decision. Small enough that a worker killed
+# mid-batch loses little work and holds row locks (and the tombstone log's) briefly; large enough that the
+# per-batch signing and bookkeeping are amortized.
 EXECUTE_BATCH = settings.LEDGER_EXECUTE_BATCH
 # Requests per step transaction. A group shares one plan statement, one confirmation pass, one checkpoint
 # and its bookkeeping, which is what a request's cost was mostly made of; but a group's execute holds the
