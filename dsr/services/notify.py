@@ -32,8 +32,10 @@ def step_notify(*, request_id: int):
     notified. A crash after sending but before the commit sends again on the next delivery: subjects told
     twice rather than never. A mail the backend refuses leaves that request un-notified (its notice is not
     stored) and the others go on; the message's own request raises after the commit, as before."""
-    from dsr.services.workflow import NOTIFY, StepResult, WORKFLOW, group_claim
+    from dsr.services.workflow import NOTIFY, StepResult, WORKFLOW, found_done, group_claim
 
+    if (done := found_done(request_id=request_id, step=NOTIFY)) is not None:
+        return done
     failed: Exception | None = None
     with transaction.atomic():
         own, group = group_claim(request_id=request_id, step=NOTIFY)

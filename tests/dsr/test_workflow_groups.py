@@ -77,8 +77,9 @@ def test_one_delivery_carries_a_group_through_every_step_each_request_on_its_own
     for _, request in made[1:]:
         with CaptureQueriesContext(connection) as queries:
             assert workflow.step_plan(request_id=request.pk) == workflow.StepResult(False, None)
-        # (the test's own transaction adds a SAVEPOINT and its RELEASE around the step's one SELECT)
-        assert [q["sql"].split()[0] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]] == ["SELECT"]
+        # one plain read: no transaction (no SAVEPOINT here), no lock
+        assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT"]
+        assert "FOR UPDATE" not in queries.captured_queries[0]["sql"]
     assert len(mailoutbox) == 3
 
 
