@@ -16,7 +16,9 @@ Workflow side: 1,000 verified GDPR erasure requests (one message each); one work
 request: plan and evaluate (one transaction), execute (the one guarded forget, one per decision: a signed
 tombstone each, derivatives erased), confirm (every read path probed), notify (the outcome mail, with the
 receipts, to Django's locmem mail backend). The steps that are due run in the same task (dsr/tasks.py),
-each in its own transaction. Timed from the first start to the last notice.
+each in its own transaction, for a group of up to LEDGER_WORKFLOW_GROUP_SIZE started requests due at the
+same step (dsr/services/workflow.py); a round's requests are marked started just before their messages are
+sent, as `workflow_start` does. Timed from the first start to the last notice.
 
 Raw side: for each of 1,000 other subjects, one transaction doing the same deletes: the derived
 artifacts (their lineage cascades), the nine unlocked records, a hide of the locked one, and one audit
@@ -27,8 +29,9 @@ a load that moves (other benchmarks share the two cores). Subjects per second on
 
 `--profile N` then runs N more requests in this process, step by step, and prints per step its time, its
 queries and the part of it spent in cursor.execute, and the same for the parts other apps own
-(records_forget and its tombstone, receipt_build and its checkpoint, the confirmation probes) and for the
-COMMITs.
+(records_forget and its parts, receipts_build and its checkpoint, the confirmation probes) and for the
+COMMITs. The requests are started together, so the first request's steps run for a group and the others'
+find their work done: the figures per request are the group's cost shared out.
 """
 from __future__ import annotations
 
@@ -119,7 +122,10 @@ def _derived_add(subject_ids: list[int]) -> None:
     """, [subject_ids])
 
 
-def _requests_create(tenant, subject_ids: list[int]) -> list[int]:
+def _requests_create(tenant, subject_ids: list[int], *, started: bool = False) -> list[int]:
+    """Verified erasure requests; `started`: with their workflow started (`workflow_start`'s mark), which
+    is what lets a step's group claim them. The timed run starts each round's requests just before it
+    enqueues them (`_Worker.run`): started earlier, the first round's groups would take later rounds' work."""
     from django.utils import timezone
 
     from dsr.models import RequestStatus, SubjectRequest
@@ -128,7 +134,8 @@ def _requests_create(tenant, subject_ids: list[int]) -> list[int]:
     made = SubjectRequest.objects.bulk_create([
         SubjectRequest(tenant=tenant, subject_id=sid, type="erasure", regulation="gdpr", received_at=now,
                        due_date=now.date(), contact_email="subject@example.org", status=RequestStatus.VERIFIED,
-                       identity_verified_by="bench", identity_method="bench", identity_verified_at=now)
+                       identity_verified_by="bench", identity_method="bench", identity_verified_at=now,
+                       workflow_started_at=now if started else None)
         for sid in subject_ids])
     return [r.pk for r in made]
 
@@ -172,6 +179,10 @@ class _Worker:
         from dsr.services.workflow import PLAN
         from dsr.tasks import workflow_step
 
+        from django.utils import timezone
+
+        # What `workflow_start` does for each (its history row aside): the mark, then one message each.
+        SubjectRequest.objects.filter(pk__in=request_ids).update(workflow_started_at=timezone.now())
         started = time.perf_counter()
         for request_id in request_ids:
             workflow_step.delay(request_id, PLAN)
@@ -215,11 +226,15 @@ class Profile:
     # (module, name, label): the name is patched where the caller looks it up when it calls.
     PARTS = [
         ("dsr.services.workflow", "records_forget", "records_forget (memory; 2 per request)"),
+        ("memory.services.forget", "_rows", "  of which: reading the target's rows"),
+        ("memory.services.forget", "_artifacts_of", "  of which: finding the derived artifacts"),
+        ("memory.services.forget", "_tombstone_issue", "  of which: the signed tombstone"),
         # `_issue`: what `tombstone_issue` and `tombstones_issue_many` both call (by its module-level name)
-        ("tombstones.services.issue", "_issue", "  of which: issuing the tombstone"),
-        ("tombstones.services", "receipt_build", "receipt_build (tombstones; 1 per tombstone)"),
+        ("tombstones.services.issue", "_issue", "    of which: issuing it (tombstones/)"),
+        ("memory.services.forget", "_execute", "  of which: the destructive statements"),
+        ("tombstones.services", "receipts_build", "receipts_build (tombstones; 1 per group)"),
         ("tombstones.services.receipts", "checkpoint_sign", "  of which: a checkpoint"),
-        ("dsr.services.workflow", "erasures_confirm", "confirmation probes (memory)"),
+        ("dsr.services.workflow", "erasures_confirm", "confirmation probes (memory; 1 per group)"),
     ]
 
     def __init__(self):
@@ -308,7 +323,7 @@ class Profile:
 
 def _profile(tenant, subject_ids: list[int]) -> None:
     profile = Profile()
-    request_ids = _requests_create(tenant, subject_ids)
+    request_ids = _requests_create(tenant, subject_ids, started=True)
     total = profile.run(request_ids)
     print(profile.report(len(request_ids), total))
 

@@ -169,6 +169,9 @@ LEDGER_EXECUTE_BATCH = env.int("LEDGER_EXECUTE_BATCH", default=500)
 # Seconds one workflow task goes on running the steps that are due before it enqueues the next one
 # (dsr/tasks.py says why); 0 enqueues every step.
 LEDGER_WORKFLOW_INLINE_SECONDS = env.float("LEDGER_WORKFLOW_INLINE_SECONDS", default=10.0)
+# Requests one workflow step runs for at once: its own and others of its tenant due at the same step,
+# claimed with SKIP LOCKED (dsr/services/workflow.py says why 50); 1 runs every request on its own.
+LEDGER_WORKFLOW_GROUP_SIZE = env.int("LEDGER_WORKFLOW_GROUP_SIZE", default=50)
 # Sweeps (memory.sweeps, dsr.services.deferred): records per batch of compaction and pact-TTL expiry (one
 # claim, one forget and one tombstone per tenant per batch); a run whose last batch is older than
 # LEDGER_SWEEP_STALE_SECONDS lost its worker, and the next run of its kind takes over.

@@ -69,6 +69,9 @@ class SubjectRequest(models.Model):
     identity_verified_at = models.DateTimeField(null=True, blank=True)
     closing_reason = models.TextField(blank=True)
     # Workflow bookkeeping: which steps are done (each step checks its own mark and the items).
+    # `workflow_started_at`: an operator (or the API) started the workflow. A verified request that nobody
+    # started is not planned by a task that plans a group of requests (dsr/services/workflow.py).
+    workflow_started_at = models.DateTimeField(null=True, blank=True)
     planned_at = models.DateTimeField(null=True, blank=True)
     evaluated_at = models.DateTimeField(null=True, blank=True)
     executed_at = models.DateTimeField(null=True, blank=True)

@@ -6,49 +6,76 @@ The notice is stored with what it said, and marked sent once the mail backend to
 from __future__ import annotations
 
 import json
-from collections import Counter
+import logging
+from collections import Counter, defaultdict
 
 from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import transaction
 from django.utils import timezone
 
-from dsr.models import ItemDecision, ItemKind, ItemOutcome, RequestItem, RequestStatus, RequestType, SubjectNotice
+from config.errors import ApplicationError
+from dsr.models import ItemDecision, ItemKind, ItemOutcome, RequestItem, RequestType, SubjectNotice
 from dsr.models import SubjectRequest
-from dsr.services.states import history_add
+from dsr.services.states import histories_add
 from memory.models import ArchiveDeletion, FleetCopyNotice
+
+logger = logging.getLogger(__name__)
 
 RIGHTS = ("You have the right to lodge a complaint with a supervisory authority and to seek a judicial remedy "
           "(GDPR Art. 12(4), Art. 77 and Art. 79).")
 
 
 def step_notify(*, request_id: int):
-    """Compose (once), send and mark sent, all under the request's row lock: a second delivery of this
-    step waits, then finds the request notified. A crash after sending but before the commit sends
-    again on the next delivery: a subject told twice rather than never."""
-    from dsr.services.workflow import StepResult
+    """Compose (once), send and mark sent, for a group of finished requests (dsr/services/workflow.py:
+    `group_claim`), all under their row locks: a second delivery of this step waits, then finds its request
+    notified. A crash after sending but before the commit sends again on the next delivery: subjects told
+    twice rather than never. A mail the backend refuses leaves that request un-notified (its notice is not
+    stored) and the others go on; the message's own request raises after the commit, as before."""
+    from dsr.services.workflow import NOTIFY, StepResult, WORKFLOW, found_done, group_claim
 
+    if (done := found_done(request_id=request_id, step=NOTIFY)) is not None:
+        return done
+    failed: Exception | None = None
     with transaction.atomic():
-        request = (SubjectRequest.objects.select_for_update().select_related("tenant", "subject")
-                   .filter(pk=request_id).first())
-        if request is None or request.notified_at or request.status not in (
-                RequestStatus.COMPLETED, RequestStatus.PARTIALLY_COMPLETED):
+        own, group = group_claim(request_id=request_id, step=NOTIFY)
+        if not group:
             return StepResult(False, None)
         now = timezone.now()
-        earlier = list(SubjectNotice.objects.filter(request=request, kind__startswith="outcome").order_by("pk")
-                       .values_list("pk", "sent_at"))
-        unsent = next((pk for pk, sent_at in earlier if sent_at is None), None)
-        if unsent is not None:  # an outbox row left by an earlier version of this step: sent as written
-            notice = SubjectNotice.objects.get(pk=unsent)
-            SubjectNotice.objects.filter(pk=notice.pk).update(sent_at=now)
-        else:
-            # Stored as sent in the transaction that sends it: if the mail backend refuses, the row goes
-            # with the rollback, and the next delivery composes and sends again.
-            notice = _notice_compose(request, earlier=len(earlier), sent_at=now)
-        _send(request, notice)
-        SubjectRequest.objects.filter(pk=request.pk).update(notified_at=now)
-        history_add(request=request, action="subject_notified", actor="workflow",
-                    note="outcome sent to the subject" if notice.to else "no address on file: outcome kept on record")
+        earlier: dict[int, list[tuple]] = defaultdict(list)
+        for request_pk, pk, sent_at in (SubjectNotice.objects.filter(request_id__in=[r.pk for r in group],
+                                                                     kind__startswith="outcome")
+                                        .order_by("pk").values_list("request_id", "pk", "sent_at")):
+            earlier[request_pk].append((pk, sent_at))
+        composed = _notices_compose([r for r in group if not any(sent is None for _, sent in earlier[r.pk])],
+                                    earlier=earlier, sent_at=now)
+        notified, notes, stored = [], {}, []
+        for request in group:
+            unsent = next((pk for pk, sent_at in earlier[request.pk] if sent_at is None), None)
+            # An outbox row left by an earlier version of this step is sent as written; otherwise the notice
+            # just composed is stored as sent, in the transaction that sends it: if the mail backend refuses,
+            # it is not stored, and the next delivery composes and sends again.
+            notice = SubjectNotice.objects.get(pk=unsent) if unsent is not None else composed[request.pk]
+            try:
+                _send(request, notice)
+            except (ApplicationError, OSError) as exc:  # a mail refused (smtplib's errors are OSErrors)
+                logger.warning("request %s: the notice could not be sent (%r); left for its own delivery",
+                               request.pk, exc)
+                if request is own:
+                    failed = exc
+                continue
+            if unsent is not None:
+                SubjectNotice.objects.filter(pk=notice.pk).update(sent_at=now)
+            else:
+                stored.append(notice)
+            notified.append(request)
+            notes[request.pk] = ("outcome sent to the subject" if notice.to
+                                 else "no address on file: outcome kept on record")
+        SubjectNotice.objects.bulk_create(stored)
+        SubjectRequest.objects.filter(pk__in=[r.pk for r in notified]).update(notified_at=now)
+        histories_add(requests=notified, action="subject_notified", actor=WORKFLOW, notes=notes)
+    if failed is not None:
+        raise failed
     return StepResult(True, None)
 
 
@@ -61,12 +88,29 @@ def _send(request: SubjectRequest, notice: SubjectNotice) -> None:
     message.send()
 
 
-def _notice_compose(request: SubjectRequest, *, earlier: int, sent_at=None) -> SubjectNotice:
-    from tombstones.services import receipt_build
+def _notices_compose(requests: list[SubjectRequest], *, earlier: dict[int, list], sent_at) -> dict[int, SubjectNotice]:
+    """Each request's outcome notice (not saved), for requests of one tenant, with one query per table for
+    all of them: their items, their recipients, and the receipts of all their tombstones (one checkpoint)."""
+    from tombstones.services import receipts_build
 
-    items = list(RequestItem.objects.filter(request=request))
+    if not requests:
+        return {}
+    items: dict[int, list[RequestItem]] = defaultdict(list)
+    for item in RequestItem.objects.filter(request_id__in=[r.pk for r in requests]).order_by("pk"):
+        items[item.request_id].append(item)
+    tombstones = {r.pk: sorted({str(i.tombstone_id) for i in items[r.pk] if i.tombstone_id})
+                  for r in requests if r.type != RequestType.ACCESS}
+    receipts = receipts_build(tombstone_ids=[t for ids in tombstones.values() for t in ids])
+    recipients = _recipients(items)
+    return {request.pk: _notice_compose(request, items[request.pk], earlier=len(earlier[request.pk]), sent_at=sent_at,
+                                        receipts=receipts, recipients=recipients)
+            for request in requests}
+
+
+def _notice_compose(request: SubjectRequest, items: list[RequestItem], *, earlier: int, sent_at, receipts: dict,
+                    recipients: dict) -> SubjectNotice:
     tombstone_ids = sorted({str(i.tombstone_id) for i in items if i.tombstone_id})
-    receipt = {"request": request.pk, "receipts": [receipt_build(tombstone_id=t) for t in tombstone_ids]}
+    receipt = {"request": request.pk, "receipts": [receipts[t] for t in tombstone_ids]}
     if request.type == RequestType.ACCESS:
         receipt = {"request": request.pk, "export": request.export}
     lines = [f"Your {request.get_regulation_display()} {request.get_type_display()} request {request.pk}, "
@@ -81,13 +125,13 @@ def _notice_compose(request: SubjectRequest, *, earlier: int, sent_at=None) -> S
                   f"{'until ' + i.deferred_until.date().isoformat() if i.deferred_until else 'until the hold is released'}"
                   for i in kept]
         lines += ["", RIGHTS]
-    lines += _recipient_lines(request, items)
+    lines += _recipient_lines(items, recipients)
     if tombstone_ids:
         lines += ["", "Proof: each erasure left a signed tombstone. You can check them yourself, without an account, at:"]
         lines += [f"  {settings.LEDGER_PUBLIC_URL.rstrip('/')}/verify/?id={t}" for t in tombstone_ids]
         lines += ["The attached receipt holds the signed tombstones, their proofs of inclusion in our public log, and "
                   "the salts that let you show that a piece of your data was among what was erased. Keep it."]
-    return SubjectNotice.objects.create(
+    return SubjectNotice(
         request=request, kind="outcome" if not earlier else f"outcome-{earlier + 1}", to=request.contact_email,
         subject_line=f"Your {request.get_type_display().lower()} request {request.pk}: "
                      f"{request.get_status_display().lower()}",
@@ -108,11 +152,25 @@ def _erased_lines(items: list[RequestItem]) -> list[str]:
     return lines
 
 
-def _recipient_lines(request: SubjectRequest, items: list[RequestItem]) -> list[str]:
+def _recipients(items: dict[int, list[RequestItem]]) -> dict[str, dict[int, set[str]]]:
+    """Who holds copies, per forget event, for all these requests' forgets: one query per log."""
+    events = sorted({i.forget_event_id for rows in items.values() for i in rows if i.forget_event_id})
+    found: dict[str, dict[int, set[str]]] = {"fleet": defaultdict(set), "archives": defaultdict(set)}
+    if events:
+        for event_id, holder in FleetCopyNotice.objects.filter(forget_event_id__in=events).values_list(
+                "forget_event_id", "holder"):
+            found["fleet"][event_id].add(holder)
+        for event_id, holder in ArchiveDeletion.objects.filter(forget_event_id__in=events).values_list(
+                "forget_event_id", "holder"):
+            found["archives"][event_id].add(holder)
+    return found
+
+
+def _recipient_lines(items: list[RequestItem], recipients: dict[str, dict[int, set[str]]]) -> list[str]:
     """Art. 19: the recipients to whom the data was disclosed, each told of the erasure."""
     events = {i.forget_event_id for i in items if i.forget_event_id}
-    fleet = sorted(set(FleetCopyNotice.objects.filter(forget_event_id__in=events).values_list("holder", flat=True)))
-    archives = sorted(set(ArchiveDeletion.objects.filter(forget_event_id__in=events).values_list("holder", flat=True)))
+    fleet = sorted(set().union(*(recipients["fleet"].get(e, set()) for e in events)))
+    archives = sorted(set().union(*(recipients["archives"].get(e, set()) for e in events)))
     if not fleet and not archives:
         return []
     lines = ["", "Recipients of your data, each told to erase it (GDPR Art. 19):"]

@@ -61,3 +61,48 @@ def request_transition(*, request: SubjectRequest, to: str, actor: str, action: 
     for name, value in fields.items():
         setattr(request, name, value)
     return request
+
+
+def requests_transition(*, requests: list[SubjectRequest], to: str, actor: str, action: str = "",
+                        notes: dict[int, str] | None = None, **fields) -> None:
+    """`request_transition(locked=True)` for a group of requests, all in the same status, whose row locks
+    the caller's transaction holds (the workflow's grouped steps): one conditional UPDATE for all of them
+    and one INSERT of their history rows, each with its own note. `fields` are plain values; the instances
+    are updated in place. A request that moved meanwhile fails the whole move (and the caller's transaction):
+    under the row locks that is a bug, never a race to recover from."""
+    if not requests:
+        return
+    statuses = {request.status for request in requests}
+    if len(statuses) != 1:
+        raise ValueError(f"requests_transition moves requests of one status at a time, not {sorted(statuses)}")
+    (from_status,) = statuses
+    if to not in ALLOWED.get(from_status, set()):
+        raise errors.conflict("illegal_transition", f"A request cannot move from {from_status} to {to}.",
+                              from_status=from_status, to_status=to)
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("requests_transition: the caller's transaction holds the requests' row locks")
+    moved = SubjectRequest.objects.filter(pk__in=[r.pk for r in requests], status=from_status).update(status=to,
+                                                                                                      **fields)
+    if moved != len(requests):
+        raise errors.conflict("concurrent_transition", "Some of the requests moved meanwhile; reload them.",
+                              expected_status=from_status)
+    now = timezone.now()
+    notes = notes or {}
+    RequestTransition.objects.bulk_create([
+        RequestTransition(request=request, action=action or f"move_{to}", actor=actor, note=notes.get(request.pk, ""),
+                          from_status=from_status, to_status=to, at=now)
+        for request in requests])
+    for request in requests:
+        request.status = to
+        for name, value in fields.items():
+            setattr(request, name, value)
+
+
+def histories_add(*, requests: list[SubjectRequest], action: str, actor: str,
+                  notes: dict[int, str] | None = None) -> None:
+    """`history_add` for a group of requests: one INSERT."""
+    now = timezone.now()
+    notes = notes or {}
+    RequestTransition.objects.bulk_create([
+        RequestTransition(request=request, action=action, actor=actor, note=notes.get(request.pk, ""), at=now)
+        for request in requests])

@@ -105,3 +105,26 @@ def test_two_workers_running_the_same_steps_do_not_double_apply(workers):
     assert request.status == RequestStatus.PARTIALLY_COMPLETED
     assert RetentionConflict.objects.filter(request=request).count() == 2
     assert_done_exactly_once(request)
+
+
+def test_two_workers_sharing_a_batch_of_requests_do_each_exactly_once(workers):
+    """Requests started together: each worker's steps claim groups of them (SKIP LOCKED), every other
+    delivery finds its request advanced; each request is done once, with its own forgets and notice."""
+    made = []
+    for subject in ("subject-7", "subject-8", "subject-9", "subject-10", "subject-11", "subject-12"):
+        scenario = erasure_scenario(subject=subject)
+        made.append(verified_request(scenario, subject=subject))
+    workers("left", LEDGER_WORKFLOW_GROUP_SIZE="4")
+    workers("right", LEDGER_WORKFLOW_GROUP_SIZE="4")
+
+    for request in made:
+        workflow_start(request=request, actor="operator:test")
+    for request in made:  # duplicate deliveries too, for the two workers to race on
+        workflow_step.delay(request.pk, "plan")
+
+    for request in made:
+        request = wait_for(lambda: notified(request.pk), timeout=120, what=f"request {request.pk} to finish")
+        assert request.status == RequestStatus.PARTIALLY_COMPLETED
+        assert RetentionConflict.objects.filter(request=request).count() == 2
+        assert ForgetEvent.objects.filter(actor=f"request:{request.pk}").count() == 2
+        assert_done_exactly_once(request)

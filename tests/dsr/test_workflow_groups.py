@@ -1,0 +1,282 @@
+"""The workflow's steps run for a group of requests at once (dsr/services/workflow.py): each request still
+gets its own forgets, tombstones, receipts and notice; a request another transaction holds is skipped; a
+crash rolls the group's step back; one request's failure does not spoil the others."""
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from config.errors import ApplicationError
+from dsr.models import ItemOutcome, RequestItem, RequestStatus, RetentionConflict, SubjectNotice, SubjectRequest
+from dsr.services import notify, workflow
+from memory import errors as memory_errors
+from memory.models import ForgetEvent, Record
+from retention.services import hold_place
+from tests.dsr.test_workflow_steps import run_to_end
+from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
+from tombstones.models import Tombstone
+from tombstones.services import tombstone_verify
+from tombstones.verification import GENUINE
+
+SUBJECTS = ("subject-7", "subject-8", "subject-9")
+
+
+def started_requests(subjects=SUBJECTS) -> list[tuple]:
+    """One verified erasure request per subject (each with the issue's scenario), all started."""
+    made = []
+    for subject in subjects:
+        scenario = erasure_scenario(subject=subject)
+        request = verified_request(scenario, subject=subject)
+        workflow.workflow_start(request=request, actor="operator:test")  # its message is not sent: no commit
+        made.append((scenario, request))
+    return made
+
+
+def assert_done_on_its_own(scenario, request: SubjectRequest, mailoutbox) -> None:
+    """The request's own forgets (one per decision), tombstones, conflicts, receipts and notice."""
+    request.refresh_from_db()
+    assert request.status == RequestStatus.PARTIALLY_COMPLETED and request.notified_at is not None
+    items = RequestItem.objects.filter(request=request, kind="record")
+    assert not items.filter(outcome=ItemOutcome.PENDING).exists()
+    events = ForgetEvent.objects.filter(actor=f"request:{request.pk}")
+    assert events.count() == 2  # erase and hide, never repeated
+    covered = sorted(pk for e in events for pk in e.outcomes["hidden"] + e.outcomes["redacted"] + e.outcomes["deleted"])
+    assert covered == sorted(items.values_list("object_id", flat=True))
+    assert sorted(r.pk for r in scenario.free + [scenario.under_rule, scenario.under_hold]) == covered
+    tombstones = {str(t) for t in items.values_list("tombstone_id", flat=True)}
+    assert tombstones == {str(e.public_id) for e in events}
+    assert Tombstone.objects.filter(id__in=tombstones).count() == 2
+    assert sorted(RetentionConflict.objects.filter(request=request).values_list("record_id", flat=True)) == \
+        sorted([scenario.under_rule.pk, scenario.under_hold.pk])
+    (notice,) = SubjectNotice.objects.filter(request=request)
+    assert sorted(r["tombstone_id"] for r in notice.receipt["receipts"]) == sorted(tombstones)
+    for receipt in notice.receipt["receipts"]:
+        assert tombstone_verify(document=receipt).code == GENUINE
+    for record in scenario.free:  # the subject's salts prove their own content is covered
+        receipt = next(r for r in notice.receipt["receipts"] if str(record.pk) in r["salts"])
+        report = tombstone_verify(document=receipt, content=record.content, salt=receipt["salts"][str(record.pk)])
+        assert report.coverage.covered
+    assert [m for m in mailoutbox if f"request {request.pk}," in m.body][0].to == ["subject@example.org"]
+    assert list(request.history.values_list("action", flat=True)) == [
+        "workflow_started", "plan", "evaluate", "executed", "confirm", "subject_notified"]
+    assert not Record.objects.filter(subject__ref=scenario.free[0].subject.ref, forgotten_at__isnull=True).exists()
+
+
+@pytest.mark.django_db
+def test_one_delivery_carries_a_group_through_every_step_each_request_on_its_own(mailoutbox):
+    made = started_requests()
+    first = made[0][1]
+
+    assert run_to_end(first.pk) == ["plan", "execute", "confirm", "notify"]
+
+    for scenario, request in made:
+        assert_done_on_its_own(scenario, request, mailoutbox)
+    assert len(mailoutbox) == 3
+    # The other requests' own messages come later: each finds its work done, in one query, and stops.
+    for _, request in made[1:]:
+        with CaptureQueriesContext(connection) as queries:
+            assert workflow.step_plan(request_id=request.pk) == workflow.StepResult(False, None)
+        # one plain read: no transaction (no SAVEPOINT here), no lock
+        assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT"]
+        assert "FOR UPDATE" not in queries.captured_queries[0]["sql"]
+    assert len(mailoutbox) == 3
+
+
+@pytest.mark.django_db
+def test_a_group_costs_less_per_request_than_requests_run_alone(mailoutbox, settings, monkeypatch):
+    """What grouping is for: the plan, the decisions, the confirmation, the receipts' checkpoint and the
+    bookkeeping are shared; what each request adds is mostly its own two forgets."""
+    alone, grouped = [], []
+    made = started_requests(("subject-1", "subject-2", "subject-3", "subject-4", "subject-5"))
+    monkeypatch.setattr(workflow, "GROUP_SIZE", 1)
+    for _, request in made[:2]:
+        with CaptureQueriesContext(connection) as queries:
+            run_to_end(request.pk)
+        alone.append(len(queries))
+    monkeypatch.setattr(workflow, "GROUP_SIZE", 50)
+    with CaptureQueriesContext(connection) as queries:
+        run_to_end(made[2][1].pk)
+    grouped = len(queries)
+
+    assert all(SubjectRequest.objects.get(pk=r.pk).notified_at for _, r in made)
+    per_request = grouped / 3
+    assert per_request < 0.7 * alone[1], (alone, grouped)
+
+
+@pytest.mark.django_db
+def test_requests_that_nobody_started_are_not_planned_by_a_group(mailoutbox):
+    (_, started), = started_requests(("subject-7",))
+    unstarted = verified_request(erasure_scenario(subject="subject-8"), subject="subject-8")
+
+    run_to_end(started.pk)
+
+    unstarted.refresh_from_db()
+    assert unstarted.status == RequestStatus.VERIFIED and not RequestItem.objects.filter(request=unstarted).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_another_transaction_holds_is_skipped_and_left_to_it(mailoutbox):
+    made = started_requests()
+    (_, first), (_, held), (_, third) = made
+    db = settings.DATABASES["default"]
+    with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"]) as other:
+        other.execute("SELECT id FROM dsr_subjectrequest WHERE id = %s FOR UPDATE", [held.pk])  # another worker's
+
+        with connection.cursor() as cursor:  # a claim that waited for the held row fails here instead of hanging
+            cursor.execute("SET lock_timeout = '5s'")
+        try:
+            workflow.step_plan(request_id=first.pk)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+
+        statuses = dict(SubjectRequest.objects.values_list("pk", "status"))
+        assert (statuses[first.pk], statuses[held.pk], statuses[third.pk]) == (
+            RequestStatus.EXECUTING, RequestStatus.VERIFIED, RequestStatus.EXECUTING)
+        assert not RequestItem.objects.filter(request=held).exists()
+        other.rollback()
+
+    run_to_end(held.pk)  # its own message: then it runs, and the others' remaining steps with it
+    for scenario, request in made:
+        assert_done_on_its_own(scenario, request, mailoutbox)
+
+
+@pytest.mark.django_db
+def test_a_crash_mid_group_rolls_the_groups_step_back_and_a_rerun_completes_it(mailoutbox, monkeypatch):
+    made = started_requests()
+    first = made[0][1]
+    workflow.step_plan(request_id=first.pk)
+    calls = []
+    real_forget = workflow.records_forget
+
+    def dies_on_the_third_forget(**kwargs):
+        calls.append(kwargs["actor"])
+        if len(calls) == 3:  # the second request's first forget: the first request's two are done
+            raise RuntimeError("worker lost its database in the middle of the group")
+        return real_forget(**kwargs)
+
+    monkeypatch.setattr(workflow, "records_forget", dies_on_the_third_forget)
+    with pytest.raises(RuntimeError):
+        workflow.step_execute(request_id=first.pk)
+
+    assert calls[:2] == [f"request:{first.pk}"] * 2
+    assert not ForgetEvent.objects.exists() and not Tombstone.objects.exists()
+    assert not RequestItem.objects.exclude(outcome=ItemOutcome.PENDING).filter(kind="record").exists()
+    assert not SubjectRequest.objects.filter(executed_at__isnull=False).exists()
+    monkeypatch.setattr(workflow, "records_forget", real_forget)
+
+    run_to_end(first.pk)
+
+    for scenario, request in made:
+        assert_done_on_its_own(scenario, request, mailoutbox)
+
+
+@pytest.mark.django_db
+def test_a_request_whose_forget_fails_is_left_due_and_the_others_commit(mailoutbox, monkeypatch):
+    made = started_requests()
+    (_, first), (_, failing), (_, third) = made
+    workflow.step_plan(request_id=first.pk)
+    real_forget = workflow.records_forget
+
+    def refuses_one_request(**kwargs):
+        if kwargs["actor"] == f"request:{failing.pk}":
+            raise memory_errors.conflict("concurrent_change", "The records' locks kept changing during the forget.")
+        return real_forget(**kwargs)
+
+    monkeypatch.setattr(workflow, "records_forget", refuses_one_request)
+    assert workflow.step_execute(request_id=first.pk).next_step == workflow.CONFIRM
+    with pytest.raises(ApplicationError) as raised:  # its own delivery says why, as before grouping
+        workflow.step_execute(request_id=failing.pk)
+    assert raised.value.code == "concurrent_change"
+
+    executed = set(SubjectRequest.objects.filter(executed_at__isnull=False).values_list("pk", flat=True))
+    assert executed == {first.pk, third.pk}
+    assert not ForgetEvent.objects.filter(actor=f"request:{failing.pk}").exists()
+    assert not RequestItem.objects.filter(request=failing).exclude(outcome=ItemOutcome.PENDING).filter(
+        kind="record").exists()
+    monkeypatch.setattr(workflow, "records_forget", real_forget)
+
+    run_to_end(failing.pk)
+
+    for scenario, request in made:
+        assert_done_on_its_own(scenario, request, mailoutbox)
+
+
+@pytest.mark.django_db
+def test_a_record_refused_in_one_request_is_decided_again_without_holding_back_the_others(mailoutbox):
+    made = started_requests()
+    (_, first), (scenario, refused), (_, third) = made
+    workflow.step_plan(request_id=first.pk)
+    # A hold placed between evaluation and execution: that request's erase of the record is refused.
+    hold_place(tenant=scenario.tenant, matter="Roe v. Acme", authority="court order 26-cv-9",
+               record_ids=[scenario.free[1].pk], actor="legal")
+
+    assert workflow.step_execute(request_id=first.pk).next_step == workflow.CONFIRM
+
+    executed = set(SubjectRequest.objects.filter(executed_at__isnull=False).values_list("pk", flat=True))
+    assert executed == {first.pk, third.pk}
+    item = RequestItem.objects.get(request=refused, kind="record", object_id=scenario.free[1].pk)
+    assert (item.decision, item.outcome, item.reason["code"]) == ("", ItemOutcome.PENDING, "legal_hold")
+
+    run_to_end(refused.pk)
+
+    refused.refresh_from_db()
+    assert refused.status == RequestStatus.PARTIALLY_COMPLETED and refused.notified_at is not None
+    item.refresh_from_db()
+    assert (item.decision, item.outcome) == ("hide", ItemOutcome.HIDDEN)
+    assert RetentionConflict.objects.filter(request=refused).count() == 3
+    assert Record.objects.get(pk=scenario.free[1].pk).content  # held: kept, hidden
+    for scenario_, request in (made[0], made[2]):
+        assert_done_on_its_own(scenario_, request, mailoutbox)
+
+
+@pytest.mark.django_db
+def test_a_mail_refused_for_one_request_leaves_it_unnotified_and_the_others_sent(mailoutbox, monkeypatch):
+    made = started_requests()
+    (_, first), (_, refused), (_, third) = made
+    for step in (workflow.step_plan, workflow.step_execute, workflow.step_confirm):
+        step(request_id=first.pk)
+    real_send = notify._send
+
+    def smtp_refuses(request, notice):
+        if request.pk == refused.pk:
+            import smtplib
+            raise smtplib.SMTPRecipientsRefused({notice.to: (550, b"mailbox unavailable")})
+        return real_send(request, notice)
+
+    monkeypatch.setattr(notify, "_send", smtp_refuses)
+    notify.step_notify(request_id=first.pk)
+
+    notified = set(SubjectRequest.objects.filter(notified_at__isnull=False).values_list("pk", flat=True))
+    assert notified == {first.pk, third.pk}
+    assert not SubjectNotice.objects.filter(request=refused).exists()  # rolled back with its savepoint
+    assert len(mailoutbox) == 2
+    monkeypatch.setattr(notify, "_send", real_send)
+
+    notify.step_notify(request_id=refused.pk)
+
+    for scenario, request in made:
+        assert_done_on_its_own(scenario, request, mailoutbox)
+    assert len(mailoutbox) == 3
+
+
+@pytest.mark.django_db
+def test_a_groups_execute_forgets_at_most_one_batch_of_records_and_leaves_the_rest_due(mailoutbox, monkeypatch):
+    """Five records per request, batches of eight: the own request's five, and no one else's (ten would
+    not fit); the others are done by the deliveries that follow, each exactly once."""
+    made = started_requests()
+    (_, first), (_, second), (_, third) = made
+    workflow.step_plan(request_id=first.pk)
+    monkeypatch.setattr(workflow, "EXECUTE_BATCH", 8)
+
+    assert workflow.step_execute(request_id=first.pk).next_step == workflow.CONFIRM
+
+    assert set(SubjectRequest.objects.filter(executed_at__isnull=False).values_list("pk", flat=True)) == {first.pk}
+    assert not ForgetEvent.objects.exclude(actor=f"request:{first.pk}").exists()
+    workflow.step_execute(request_id=second.pk)
+    assert set(SubjectRequest.objects.filter(executed_at__isnull=False).values_list("pk", flat=True)) == {
+        first.pk, second.pk}
+    run_to_end(third.pk)
+    for scenario, request in made:
+        assert_done_on_its_own(scenario, request, mailoutbox)
