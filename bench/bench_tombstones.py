@@ -163,12 +163,10 @@ class StepTimer:
     STEPS = [("statement_complete", "validate the statement (statement_complete)"),
              ("statement_bytes", "canonicalize, RFC 8785 (statement_bytes)"),
              ("salts_check", "check the salts"),
-             ("_sign", "sign, before the lock"),
-             ("log_lock", "lock the head, ids new?, key current? (1 query)"),
+             ("log_lock", "lock the head; key current? tenants exist? (1 query)"),
              ("log_append", "Merkle nodes, queued with the head update"),
-             ("send", "write: COPY tombstones (signing the rest), nodes, salts; head"),
-             ("_tombstone", "build the returned Tombstone objects"),
-             ("commit", "COMMIT (deferred foreign-key checks, WAL flush)")]
+             ("send", "write: COPY nodes, salts, tombstones, signing as they stream; head"),
+             ("commit", "COMMIT (the WAL flush; no deferred checks since migration 0005)")]
 
     def __init__(self):
         from tombstones.services import issue, rows

@@ -229,7 +229,8 @@ class Profile:
         ("memory.services.forget", "_rows", "  of which: reading the target's rows"),
         ("memory.services.forget", "_artifacts_of", "  of which: finding the derived artifacts"),
         ("memory.services.forget", "_tombstone_issue", "  of which: the signed tombstone"),
-        ("tombstones.services.issue", "tombstones_issue_many", "    of which: issuing it (tombstones/)"),
+        # `_issue`: what `tombstone_issue` and `tombstones_issue_many` both call (by its module-level name)
+        ("tombstones.services.issue", "_issue", "    of which: issuing it (tombstones/)"),
         ("memory.services.forget", "_execute", "  of which: the destructive statements"),
         ("tombstones.services", "receipts_build", "receipts_build (tombstones; 1 per group)"),
         ("tombstones.services.receipts", "checkpoint_sign", "  of which: a checkpoint"),

@@ -1,24 +1,28 @@
 """RFC 8785 canonical JSON for tombstone statements (pure: no Django).
 
 The statement domain is restricted: no floats, integers within ±(2**53 - 1) (larger ones travel as
-strings), string keys, valid Unicode. In that domain, RFC 8785 is `json.dumps(sort_keys=True,
-separators=(",", ":"), ensure_ascii=False)` as long as every key is ASCII (RFC 8785 sorts keys by UTF-16
-code units, Python by code points; the two orders agree on ASCII), and that is ~8× faster than the
+strings), string keys, valid Unicode. In that domain, RFC 8785 is `orjson.dumps` with sorted keys as long as
+every key is ASCII: RFC 8785 sorts keys by UTF-16 code units, orjson by code points (UTF-8 bytes), and the two orders agree
+on ASCII; orjson escapes strings exactly as RFC 8785 does (`"`, `\\`, and the control characters below
+U+0020, as `\\b \\t \\n \\f \\r` or `\\u00xx` in lowercase hex; `/`, DEL and everything else as
+UTF-8), with no whitespace. That is ~4× faster than `json.dumps(sort_keys=True)` and ~25× faster than the
 `rfc8785` package on a typical statement. Keys with non-ASCII characters go through `rfc8785.dumps`.
-`tests/tombstones/test_canonical.py` checks the two agree on generated documents.
+`tests/tombstones/test_canonical.py` checks orjson's bytes against the `rfc8785` package on generated
+documents (control characters, any Unicode outside the surrogates, nested lists and objects).
 
-The domain check itself is cheap on the common path: one walk over the containers that only looks at
-exact types (`str` keys; `str`, `int` within range, `bool`, `None`, `dict`, `list` values), building no
-path strings, and then `json.dumps` in C. Anything else (a float, a large integer, a tuple, a subclass, a
-non-string key) or text that is not pure ASCII sends the value to the Python walk `_check`: to name the
-offending path, or to find out whether every key is ASCII. `test_canonical.py` also checks that the fast
-path accepts exactly what `_check` accepts.
+The domain check is one walk over the containers that only looks at exact types (`str` keys; `str`, `int`
+within range, `bool`, `None`, `dict`, `list` values), building no path strings; orjson itself refuses lone
+surrogates (and, with `OPT_STRICT_INTEGER`, integers past ±(2**53 - 1)). Anything else (a float, a large
+integer, a tuple, a subclass, a non-string key, a lone surrogate) sends the value to the Python walk `_check`:
+to name the offending path, or, when the domain allows it (tuples, subclasses), to serialize it with
+`json.dumps`. `test_canonical.py` also checks that the fast path accepts exactly what `_check` accepts.
 """
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import orjson
 import rfc8785
 
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -65,33 +69,66 @@ def _check(value: Any, path: str) -> bool:
     raise CanonicalizationError(path, f"values of type {type(value).__name__} are not JSON")
 
 
-_LEAVES = frozenset({str, bool, type(None)})
-
-
 def _plain(value: Any) -> bool:
     """True when `value` is a dict or list made only of exact JSON types (str keys; str, bool, None, int within
     ±(2**53 - 1), dict, list values): then it is in the domain. False means "ask `_check`", not "out of it"."""
-    if type(value) is dict:
-        for key in value:
-            if type(key) is not str:
-                return False
-        items = value.values()
-    elif type(value) is list:
-        items = value
-    else:
-        return False
-    for item in items:
+    kind = type(value)
+    return _plain_dict(value) if kind is dict else kind is list and _plain_list(value)
+
+
+# `_plain`'s walk runs once per tombstone: the exact-type tests go in the order values are common in a
+# statement (strings, containers, then the rest), and dicts and lists each have their own loop.
+def _plain_dict(value: dict) -> bool:
+    for key in value:
+        if type(key) is not str:
+            return False
+    for item in value.values():
         kind = type(item)
-        if kind in _LEAVES:
+        if kind is str or item is None or kind is bool:
             continue
-        if kind is int:
-            if -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+        if kind is dict:
+            if _plain_dict(item):
                 continue
             return False
-        if (kind is dict or kind is list) and _plain(item):
+        if kind is list:
+            if _plain_list(item):
+                continue
+            return False
+        if kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
             continue
         return False
     return True
+
+
+def _plain_list(items: list) -> bool:
+    for item in items:
+        kind = type(item)
+        if kind is str or item is None or kind is bool:
+            continue
+        if kind is dict:
+            if _plain_dict(item):
+                continue
+            return False
+        if kind is list:
+            if _plain_list(item):
+                continue
+            return False
+        if kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+            continue
+        return False
+    return True
+
+
+def _keys_ascii(value: Any) -> bool:
+    """Every key ASCII, in a value `_plain` accepted (asked only when the bytes are not all ASCII)."""
+    if type(value) is dict:
+        return all(key.isascii() and _keys_ascii(item) for key, item in value.items())
+    if type(value) is list:
+        return all(_keys_ascii(item) for item in value)
+    return True
+
+
+_ORJSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 
 
 def _dumps(value: Any) -> str:
@@ -101,9 +138,13 @@ def _dumps(value: Any) -> str:
 def canonical_json(value: Any) -> bytes:
     """The RFC 8785 serialization of `value`, as UTF-8 bytes."""
     if _plain(value):
-        text = _dumps(value)
-        if text.isascii():  # every key ASCII, so Python's key order is RFC 8785's; no lone surrogates
-            return text.encode("ascii")
+        try:
+            payload = orjson.dumps(value, option=_ORJSON_OPTIONS)
+        except orjson.JSONEncodeError:  # a lone surrogate: `_check` names where
+            pass
+        else:
+            if payload.isascii() or _keys_ascii(value):  # then orjson's key order is RFC 8785's
+                return payload
     if _check(value, ""):  # raises CanonicalizationError with the path when out of the domain
         return _dumps(value).encode("utf-8")
     return rfc8785.dumps(value)

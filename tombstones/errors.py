@@ -4,6 +4,7 @@
   (floats, large integers, content, unknown or missing fields); `extra.field` says where.
 - `salts_invalid` (400): a subject salt is not 32 hex characters or names a record the statement lacks.
 - `tombstone_conflict` (409): a tombstone with this id exists with another statement.
+- `tenant_not_found` (400): a tombstone to issue names a tenant that does not exist; nothing is stored.
 - `tombstone_not_found` (404), `key_not_found` (404).
 - `invalid_parameter` (400): a query parameter is missing or not what it should be; `extra.parameter`.
 - `tree_size_out_of_range` (400): a proof was asked for a tree the log has not reached.

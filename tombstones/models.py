@@ -91,11 +91,15 @@ class Tombstone(models.Model):
     id = models.UUIDField(primary_key=True)
     # No single-column indexes on the foreign keys: (tenant, created_at) below serves the tenant, and keys
     # are never deleted (a trigger refuses it), so nothing looks tombstones up by key. Fewer indexes, faster appends.
-    tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="tombstones", db_index=False)
+    # No database constraints either (`db_constraint=False`): the issuer checks both under the log's lock, and
+    # triggers refuse to delete or renumber what a tombstone names; migration 0005 says why that is enough.
+    tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="tombstones", db_index=False,
+                               db_constraint=False)
     payload_type = models.CharField(max_length=100)
     payload = models.BinaryField()
     signature = models.BinaryField()
-    key = models.ForeignKey(SigningKey, on_delete=models.PROTECT, related_name="tombstones", db_index=False)
+    key = models.ForeignKey(SigningKey, on_delete=models.PROTECT, related_name="tombstones", db_index=False,
+                            db_constraint=False)
     leaf_index = models.BigIntegerField(unique=True)
     created_at = models.DateTimeField()
 
@@ -110,7 +114,9 @@ class TombstoneSalts(models.Model):
     """The records' commitment salts (record id -> salt): private, never in the statement; they go only into
     the subject's receipt. One row per tombstone."""
 
-    tombstone = models.OneToOneField(Tombstone, on_delete=models.PROTECT, primary_key=True, related_name="salts")
+    # Written only with its tombstone, in the same transaction; no database constraint (migration 0005).
+    tombstone = models.OneToOneField(Tombstone, on_delete=models.PROTECT, primary_key=True, related_name="salts",
+                                     db_constraint=False)
     salts = models.JSONField()
 
 

@@ -17,7 +17,7 @@ from tombstones.dsse import PAYLOAD_TYPE, pae
 from tombstones.errors import TombstoneError
 from tombstones.jwk import thumbprint
 from tombstones.models import LogHead, LogNode, SigningKey, Tombstone, TombstoneSalts
-from tombstones.services import TombstoneRequest, tombstone_issue, tombstones_issue_many
+from tombstones.services import IssuedTombstone, TombstoneRequest, tombstone_issue, tombstones_issue_many
 from tombstones.services import keys as keys_service
 from tombstones.services.rows import INSERT_MAX_ROWS
 
@@ -227,11 +227,139 @@ def test_every_signature_of_a_copy_sized_batch_verifies_with_the_key_that_is_sto
     with transaction.atomic():
         issued = tombstones_issue_many(requests=requests)
     stored = Tombstone.objects.select_related("key").order_by("leaf_index")
-    assert [t.pk for t in stored] == [r.tombstone_id for r in requests] == [t.pk for t in issued]
+    assert [t.pk for t in stored] == [r.tombstone_id for r in requests] == [t.tombstone_id for t in issued]
     assert [t.leaf_index for t in stored] == list(range(count))
     for tombstone in stored:
         public = Ed25519PublicKey.from_public_bytes(bytes(tombstone.key.public_key))
         public.verify(bytes(tombstone.signature), pae(PAYLOAD_TYPE, bytes(tombstone.payload)))
+
+
+def test_a_copy_sized_batch_after_a_rotation_elsewhere_is_signed_whole_by_the_new_key(tenant):
+    """A large batch signs under the lock, as its COPYs stream: after another process's rotation, every
+    signature (those made between node rows, salts rows and tombstone rows alike) is by the new key."""
+    old = SigningKey.objects.get(pk=tombstone_make(tenant).key_id)
+    with transaction.atomic():
+        SigningKey.objects.filter(pk=old.pk).update(retired_at=timezone.now())
+        new = keys_service._key_create(purpose=old.purpose, actor="another process", now=timezone.now())
+    keys_service._current_keys[old.purpose] = old
+    requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement,
+                                 subject_salts=salts if index % 3 else None)
+                for index, (statement, salts) in enumerate(statement_make() for _ in range(3 * INSERT_MAX_ROWS))]
+    with transaction.atomic():
+        tombstones_issue_many(requests=requests)
+    public = Ed25519PublicKey.from_public_bytes(bytes(new.public_key))
+    stored = Tombstone.objects.filter(leaf_index__gte=1).order_by("leaf_index")
+    assert len(stored) == len(requests) and {t.key_id for t in stored} == {new.pk}
+    for tombstone in stored:
+        public.verify(bytes(tombstone.signature), pae(PAYLOAD_TYPE, bytes(tombstone.payload)))
+
+
+def test_salts_written_by_copy_are_jsonb_objects_equal_to_those_given(tenant):
+    """A COPY-sized batch sends its salts as jsonb's binary input made by orjson: what is stored must be the
+    same object (record ids with quotes, backslashes and non-ASCII included), and a JSON object in SQL."""
+    requests = []
+    for index in range(2 * INSERT_MAX_ROWS + 1):
+        statement, salts = statement_make()
+        odd_id = f'rec "{index}" \\ é😀'
+        statement["execution"]["records"][0]["record_id"] = odd_id
+        salts[odd_id] = salts.pop("1000")
+        requests.append(TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement,
+                                         subject_salts=salts))
+    with transaction.atomic():
+        tombstones_issue_many(requests=requests)
+    stored = dict(TombstoneSalts.objects.values_list("tombstone_id", "salts"))
+    assert stored == {request.tombstone_id: request.subject_salts for request in requests}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM tombstones_tombstonesalts WHERE jsonb_typeof(salts) = 'object' "
+                           "AND salts ->> '1001' ~ '^[0-9a-f]{32}$'")
+            assert cursor.fetchone()[0] == len(requests)
+
+
+@pytest.mark.parametrize("changed", [False, True])
+def test_a_copy_sized_batch_partly_issued_before_is_a_conflict_and_the_log_is_unchanged(tenant, changed):
+    """A COPY-sized batch learns that an id was issued before from the primary key, inside a savepoint: it
+    must answer `tombstone_conflict` (whether or not that statement changed: the others are new) and store
+    nothing new."""
+    issued_before, _ = statement_make()
+    old_id = uuid.uuid4()
+    with transaction.atomic():
+        tombstone_issue(tombstone_id=old_id, tenant_id=tenant.id, statement=issued_before)
+    if changed:
+        issued_before["execution"]["records"][0]["outcome"] = "hidden"
+    requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement,
+                                 subject_salts=salts) for statement, salts in
+                (statement_make() for _ in range(2 * INSERT_MAX_ROWS))]
+    requests.insert(7, TombstoneRequest(tombstone_id=old_id, tenant_id=tenant.id, statement=issued_before))
+    with transaction.atomic():
+        with pytest.raises(TombstoneError) as caught:
+            tombstones_issue_many(requests=requests)
+        assert caught.value.code == "tombstone_conflict"
+    assert Tombstone.objects.count() == 1 and LogHead.objects.get(pk=1).size == 1
+    assert LogNode.objects.count() == 1 and not TombstoneSalts.objects.exists()
+
+
+def test_a_copy_sized_batch_with_a_genuine_integrity_error_raises_it(tenant):
+    """Only a reissue is answered from storage; another violation (here: a log node stored already, as a
+    broken log would have it) must surface, not pass for a conflict."""
+    from django.db import IntegrityError
+
+    LogNode.objects.create(level=0, node_index=5, hash=b"\0" * 32)
+    requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement_make()[0])
+                for _ in range(2 * INSERT_MAX_ROWS)]
+    with pytest.raises(IntegrityError), transaction.atomic():
+        tombstones_issue_many(requests=requests)
+    assert not Tombstone.objects.exists() and LogHead.objects.get(pk=1).size == 0
+
+
+@pytest.mark.parametrize("count", [1, 2 * INSERT_MAX_ROWS + 1])
+def test_a_tombstone_for_a_tenant_that_does_not_exist_is_refused_and_nothing_is_stored(tenant, count):
+    """No foreign-key constraint checks the tenant any more (migration 0005): the issuer does, under the lock."""
+    requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id if index else tenant.id + 10_000,
+                                 statement=statement_make()[0]) for index in range(count)]
+    with pytest.raises(TombstoneError) as caught, transaction.atomic():
+        tombstones_issue_many(requests=requests)
+    assert (caught.value.code, caught.value.status_code) == ("tenant_not_found", 400)
+    assert not Tombstone.objects.exists() and not LogNode.objects.exists() and LogHead.objects.get(pk=1).size == 0
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_tenant_cannot_be_deleted_while_a_tombstone_naming_it_is_being_issued(transactional_db):
+    """The issuer's check holds the tenant's row (FOR KEY SHARE, as a foreign-key check did) until its
+    transaction ends: a DELETE from another connection waits, where it would otherwise pass the trigger (which
+    cannot see the uncommitted tombstone) and leave the tombstone naming nothing."""
+    tenant = TenantFactory()
+    other = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+    try:
+        with transaction.atomic():
+            tombstone_make(tenant)
+            other.execute("SET lock_timeout = '300ms'")
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute("DELETE FROM memory_tenant WHERE id = %s", [tenant.pk])
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):  # committed: now the trigger sees it
+            other.execute("DELETE FROM memory_tenant WHERE id = %s", [tenant.pk])
+    finally:
+        other.close()
+    assert Tombstone.objects.filter(tenant_id=tenant.pk).count() == 1
+
+
+@pytest.mark.parametrize("count", [3, 2 * INSERT_MAX_ROWS + 1])
+def test_issue_many_answers_ids_and_log_indices_not_model_instances(tenant, count):
+    """Callers keep a handle (id, index) per request; the answer must say where each one is in the log."""
+    tombstone_make(tenant)
+    requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement_make()[0])
+                for _ in range(count)]
+    with transaction.atomic():
+        issued = tombstones_issue_many(requests=requests)
+    assert all(type(item) is IssuedTombstone for item in issued)
+    stored = dict(Tombstone.objects.values_list("id", "leaf_index"))
+    assert [(item.tombstone_id, item.leaf_index) for item in issued] == [
+        (request.tombstone_id, stored[request.tombstone_id]) for request in requests]
+    assert [item.leaf_index for item in issued] == list(range(1, count + 1))
+    # issuing the same batch again stores nothing and answers the same handles
+    with transaction.atomic():
+        assert tombstones_issue_many(requests=requests) == issued
+    assert Tombstone.objects.count() == count + 1
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")

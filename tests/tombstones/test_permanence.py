@@ -18,12 +18,12 @@ pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def refused(sql: str, params=()) -> bool:
+def refused(sql: str, params=(), because: str = "permanent") -> bool:
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(sql, params)
     except IntegrityError as exc:
-        return "permanent" in str(exc)
+        return because in str(exc)
     return False
 
 
@@ -47,6 +47,7 @@ def logged(tenant):
     "DELETE FROM tombstones_signingkey",
     "UPDATE tombstones_signingkey SET public_key = '\\x00'::bytea",
     "UPDATE tombstones_signingkey SET kid = 'other'",
+    "UPDATE tombstones_signingkey SET id = id + 1000",
     "DELETE FROM tombstones_loghead",
     "UPDATE tombstones_loghead SET size = 0",
 ])
@@ -76,6 +77,20 @@ def test_a_key_can_be_retired_and_its_compromise_moved_earlier_but_not_undone(lo
     SigningKey.objects.filter(pk=key.pk).update(compromised_at=now - timezone.timedelta(days=1))
 
 
+def test_a_tenant_named_by_tombstones_cannot_be_deleted_or_renumbered(logged, tenant):
+    """The tombstone's tenant has no foreign-key constraint (migration 0005): triggers refuse what its
+    ON DELETE PROTECT refused; a tenant no tombstone names stays free to go."""
+    from memory.models import Tenant
+
+    assert refused("DELETE FROM memory_tenant WHERE id = %s", [tenant.pk], because="named by tombstones")
+    assert refused("UPDATE memory_tenant SET id = id + 1000 WHERE id = %s", [tenant.pk], because="named by tombstones")
+    assert not refused("UPDATE memory_tenant SET name = 'renamed' WHERE id = %s", [tenant.pk])
+    other = Tenant.objects.create(name="no tombstones")
+    assert not refused("UPDATE memory_tenant SET id = id + 1000 WHERE id = %s", [other.pk])
+    assert not refused("DELETE FROM memory_tenant WHERE id = %s", [other.pk + 1000])
+    assert Tenant.objects.filter(pk=tenant.pk).exists() and not Tenant.objects.filter(name="no tombstones").exists()
+
+
 def test_the_log_head_moves_forward_only(logged):
     assert not refused("UPDATE tombstones_loghead SET updated_at = now()")
     assert refused("UPDATE tombstones_loghead SET size = size - 1")
@@ -99,8 +114,12 @@ def test_sqlite_triggers_refuse_the_same_changes(tmp_path):
     for sql in ["UPDATE tombstones_tombstone SET payload = x'00'", "DELETE FROM tombstones_tombstone",
                 "DELETE FROM tombstones_lognode", "UPDATE tombstones_lognode SET hash = x'00'",
                 "DELETE FROM tombstones_signingkey", "UPDATE tombstones_loghead SET size = 0",
-                "DELETE FROM tombstones_loghead", "UPDATE tombstones_signingkey SET kid = 'x'"]:
+                "DELETE FROM tombstones_loghead", "UPDATE tombstones_signingkey SET kid = 'x'",
+                "UPDATE tombstones_signingkey SET id = id + 1000"]:
         with pytest.raises(sqlite3.IntegrityError, match="permanent"):
+            db.execute(sql)
+    for sql in ["DELETE FROM memory_tenant", "UPDATE memory_tenant SET id = id + 1000"]:
+        with pytest.raises(sqlite3.IntegrityError, match="named by tombstones"):
             db.execute(sql)
     db.execute("UPDATE tombstones_signingkey SET retired_at = '2030-01-01 00:00:00'")
     assert db.execute("SELECT count(*) FROM tombstones_tombstone").fetchone() == (1,)

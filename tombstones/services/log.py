@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import NamedTuple
 
 from django.conf import settings
@@ -26,20 +26,27 @@ class LockedLog(NamedTuple):
     head: LogHead
     issued: bool  # some of the `tombstone_ids` given to `log_lock` are stored already
     key_kid: str | None  # the kid of the current key for the `key_purpose` given, as seen under the lock
+    key_id: int | None  # and its primary key
+    tenants_found: int  # how many of the `tenant_ids` given exist (locked until the transaction ends)
 
 
-def log_lock(*, tombstone_ids: Sequence[uuid.UUID] = (), key_purpose: str | None = None) -> LockedLog:
+def log_lock(*, tombstone_ids: Sequence[uuid.UUID | str] = (), key_purpose: str | None = None,
+             tenant_ids: Collection[int] = ()) -> LockedLog:
     """Lock the log's head row: the caller's transaction holds it until it ends, so appends are
     serialized, indices are gapless, and a rolled-back forget leaves no trace in the log.
 
-    In the same query (one round trip), also say whether any of `tombstone_ids` is stored already and which
-    key is current for `key_purpose`: read under the lock, both see everything every earlier append committed.
+    In the same query (one round trip), also say whether any of `tombstone_ids` is stored already, which
+    key is current for `key_purpose`, and how many of the (distinct) `tenant_ids` exist: read under the lock,
+    all see everything every earlier append committed. The tenants' rows are locked `FOR KEY SHARE`, as a
+    foreign-key check would lock them, so that none is deleted before this transaction ends (the tombstone's
+    tenant has no database constraint: migration 0005).
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("the log is locked inside the caller's transaction")
     params: list = []
+    postgresql = connection.vendor == "postgresql"
     issued = "1 = 0"
-    if tombstone_ids and connection.vendor == "postgresql":  # one array literal: no quoting per id
+    if tombstone_ids and postgresql:  # one array literal: no quoting per id
         issued = f"EXISTS (SELECT 1 FROM {Tombstone._meta.db_table} WHERE id = ANY(%s::uuid[]))"
         params.append("{" + ",".join(map(str, tombstone_ids)) + "}")
     elif tombstone_ids:
@@ -47,11 +54,23 @@ def log_lock(*, tombstone_ids: Sequence[uuid.UUID] = (), key_purpose: str | None
         issued = (f"EXISTS (SELECT 1 FROM {Tombstone._meta.db_table} "
                   f"WHERE id IN ({', '.join(['%s'] * len(tombstone_ids))}))")
         params.extend(pk.get_db_prep_value(tombstone_id, connection) for tombstone_id in tombstone_ids)
-    kid = "NULL"
+    key = "NULL, NULL"
     if key_purpose is not None:
-        kid = f"(SELECT kid FROM {SigningKey._meta.db_table} WHERE purpose = %s AND retired_at IS NULL)"
-        params.append(key_purpose)
-    sql = (f"SELECT size, root, frontier, {issued}, {kid} FROM {LogHead._meta.db_table} WHERE id = 1"
+        current = f"FROM {SigningKey._meta.db_table} WHERE purpose = %s AND retired_at IS NULL"
+        key = f"(SELECT kid {current}), (SELECT id {current})"
+        params.extend([key_purpose, key_purpose])
+    tenants = "0"
+    if tenant_ids:
+        tenant_ids = sorted(set(tenant_ids))
+        tenant_table = Tombstone._meta.get_field("tenant").related_model._meta.db_table
+        if postgresql:
+            tenants = (f"(SELECT count(*) FROM (SELECT 1 FROM {tenant_table} WHERE id = ANY(%s::bigint[]) "
+                       f"FOR KEY SHARE) AS locked)")
+            params.append(tenant_ids)
+        else:  # SQLite has no row locks: its writers are serialized by the database's own lock
+            tenants = f"(SELECT count(*) FROM {tenant_table} WHERE id IN ({', '.join(['%s'] * len(tenant_ids))}))"
+            params.extend(tenant_ids)
+    sql = (f"SELECT size, root, frontier, {issued}, {key}, {tenants} FROM {LogHead._meta.db_table} WHERE id = 1"
            + (" FOR UPDATE" if connection.features.has_select_for_update else ""))
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -61,21 +80,24 @@ def log_lock(*, tombstone_ids: Sequence[uuid.UUID] = (), key_purpose: str | None
             cursor.execute(sql, params)
             row = cursor.fetchone()
     head = LogHead.from_db(connection.alias, HEAD_FIELDS, (1, *row[:3]))
-    return LockedLog(head=head, issued=bool(row[3]), key_kid=row[4])
+    return LockedLog(head=head, issued=bool(row[3]), key_kid=row[4], key_id=row[5], tenants_found=row[6])
 
 
-def log_append(*, head: LogHead, leaf_hashes: list[bytes], writes: RowWrites | None = None) -> int:
+def log_append(*, head: LogHead, leaf_hashes: list[bytes], writes: RowWrites | None = None,
+               node_rows: Callable[[list[tuple]], Iterable[tuple]] | None = None) -> int:
     """Append leaf hashes to the log whose head the caller locked (`log_lock`); return the first's index.
 
     O(log n) per leaf: the right edge is in the head row; only the nodes the new leaves complete are written.
     With `writes`, the nodes and the head's update are queued there (the caller sends them with its own
-    rows, in one round trip when they are few); without, they are written now.
+    rows, in one round trip when they are few); without, they are written now. `node_rows` wraps the node
+    rows as they are written (the issuing path signs between them while a COPY streams them).
     """
     first = head.size
     nodes, frontier = merkle.append_many(first, frontier_split(bytes(head.frontier)), leaf_hashes)
     send = writes is None
     writes = RowWrites() if send else writes
-    writes.insert(model=LogNode, columns=["level", "node_index", "hash"], rows=nodes)
+    writes.insert(model=LogNode, columns=["level", "node_index", "hash"],
+                  rows=node_rows(nodes) if node_rows else nodes, count=len(nodes))
     writes.execute(f"UPDATE {LogHead._meta.db_table} SET size = %s, frontier = %s, root = %s, updated_at = %s "
                    f"WHERE id = 1", [first + len(leaf_hashes), b"".join(frontier), merkle.fold(frontier),
                                      timezone.now()])

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import orjson
+import psycopg
 from django.db import connection
+from psycopg.adapt import PyFormat
 from psycopg.types.json import Jsonb
 
 INSERT_MAX_ROWS = 20  # above this, COPY's cheaper rows outweigh its extra round trips
@@ -26,7 +29,14 @@ INSERT_MAX_ROWS = 20  # above this, COPY's cheaper rows outweigh its extra round
 # parsing it back on the server cost ~1 s for the 10 MB statement of a 100,000-record forget.
 COPY_MIN_BYTES = 256 * 1024
 
-_copy_types: dict[tuple, list[str]] = {}
+# jsonb's binary input is a version byte (1) and the JSON text. A binary COPY sends each value as length and
+# bytes, whatever type psycopg was told: jsonb values go as bytes made here by orjson (~2 µs a row less than
+# psycopg's Jsonb dumper and `json.dumps`), and psycopg is told `bytea` for those columns, so it sends them as
+# they are; the server reads them with jsonb's own input function.
+JSONB_BINARY_VERSION = b"\x01"
+
+_copy_types: dict[tuple, tuple[list[str], list[int]]] = {}
+_BYTES_BINARY_DUMPER = psycopg.adapters.get_dumper(bytes, PyFormat.BINARY)
 
 
 class RowWrites:
@@ -92,17 +102,39 @@ def _names(model, columns: list[str]) -> str:
     return ", ".join(connection.ops.quote_name(model._meta.get_field(c).column) for c in columns)
 
 
-def _types(model, columns: list[str]) -> list[str]:
-    """The columns' PostgreSQL type names for a binary COPY (`varchar(100)` -> `varchar`)."""
+def _types(model, columns: list[str]) -> tuple[list[str], list[int]]:
+    """The columns' PostgreSQL type names for a binary COPY (`varchar(100)` -> `varchar`; jsonb as `bytea`,
+    see `JSONB_BINARY_VERSION`), and the positions of the jsonb columns."""
     cache_key = (model, tuple(columns))
     if cache_key not in _copy_types:
-        _copy_types[cache_key] = [model._meta.get_field(c).db_type(connection).split("(")[0] for c in columns]
+        names = [model._meta.get_field(c).db_type(connection).split("(")[0] for c in columns]
+        jsonb = [index for index, name in enumerate(names) if name == "jsonb"]
+        _copy_types[cache_key] = ([("bytea" if name == "jsonb" else name) for name in names], jsonb)
     return _copy_types[cache_key]
+
+
+def _jsonb_encoded(rows: Iterable[tuple], positions: list[int]) -> Iterable[tuple]:
+    dumps, version = orjson.dumps, JSONB_BINARY_VERSION
+    for row in rows:
+        row = list(row)
+        for index in positions:
+            if row[index] is not None:
+                row[index] = version + dumps(row[index])
+        yield row
 
 
 def _copy(model, columns: list[str], rows: Iterable[tuple]) -> None:
     sql = f"COPY {model._meta.db_table} ({_names(model, columns)}) FROM STDIN (FORMAT BINARY)"
-    with connection.wrap_database_errors, connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
-        copy.set_types(_types(model, columns))
-        for row in rows:  # driver errors surface as Django's (IntegrityError on a duplicate id)
-            copy.write_row(row)
+    types, jsonb = _types(model, columns)
+    if jsonb:
+        rows = _jsonb_encoded(rows, jsonb)
+    with connection.wrap_database_errors, connection.cursor() as cursor:
+        raw = cursor.cursor
+        # `set_types` picks dumpers by type oid, and for bytea that is psycopg's Python `dbapi20` dumper (~0.2 µs
+        # a value more than the C one it uses for `bytes` by class): this cursor gets the C one for bytea.
+        raw.adapters.register_dumper(bytes, _BYTES_BINARY_DUMPER)
+        with raw.copy(sql) as copy:
+            copy.set_types(types)
+            for row in rows:  # driver errors surface as Django's (IntegrityError on a duplicate id)
+                copy.write_row(row)
+
