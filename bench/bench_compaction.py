@@ -206,7 +206,7 @@ def _phases():
 
     @contextmanager
     def installed():
-        phases.wrap(compaction, "claim", "0 sweep: claim (SELECT ... FOR UPDATE SKIP LOCKED)")
+        phases.wrap(compaction, "claim_rows", "0 sweep: claim (SELECT ... FOR UPDATE SKIP LOCKED)")
         phases.wrap(compaction, "closes_of", "0 sweep: references to the first forgets")
         phases.wrap(runs, "_finish", "9 sweep: run summary (what waits)")
         phases.wrap(type(runs.SweepBatch.objects), "create", "9 sweep: batch row")

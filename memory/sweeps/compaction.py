@@ -18,7 +18,8 @@ from django.utils import timezone
 
 from memory.models import ForgetMode, Lineage, Record
 from memory.services import ForgetTarget, records_forget
-from memory.sweeps.common import SAMPLE, BatchResult, claim, closes_of, grouped, lock_ended, tenants_of
+from memory.services.forget import LockedRows
+from memory.sweeps.common import SAMPLE, BatchResult, claim_rows, closes_of, grouped, lock_ended, tenants_of
 
 # Rows per batch: BATCH_SIZE of records_forget (one destructive statement per table), so one batch is one
 # forget and one tombstone per tenant; big enough that the signing and the claim are amortized, small
@@ -48,16 +49,19 @@ def compaction_batch(*, after: int | None = None, now: datetime | None = None,
     now = now or timezone.now()
     batch_size = batch_size or COMPACTION_BATCH
     with transaction.atomic():
-        rows = claim(compaction_eligible(now=now), after=after, limit=batch_size,
-                     fields=("pk", "tenant_id", "forget_event_id"))
-        result = BatchResult(more=False).claimed([r[0] for r in rows], batch_size)
-        tenants = tenants_of(r[1] for r in rows)
-        for tenant_id, group in grouped(rows, key=lambda r: r[1]):
+        # Each claimed row: ((tenant_id, forget_event_id), what the guard reads of it), read under its lock.
+        rows = claim_rows(compaction_eligible(now=now), after=after, limit=batch_size,
+                          fields=("tenant_id", "forget_event_id"))
+        result = BatchResult(more=False).claimed([row.pk for _, row in rows], batch_size)
+        tenants = tenants_of(extra[0] for extra, _ in rows)
+        for tenant_id, group in grouped(rows, key=lambda r: r[0][0]):
+            locked = LockedRows(tenant_id=tenant_id, rows=tuple(row for _, row in group))
             forget = records_forget(
-                tenant=tenants[tenant_id], target=ForgetTarget(record_ids=tuple(r[0] for r in group)),
+                tenant=tenants[tenant_id], target=ForgetTarget(record_ids=tuple(row.pk for row in locked.rows)),
                 mode=ForgetMode.HARD, derivatives_mode=ForgetMode.HARD, actor=ACTOR, path="compaction",
                 reason="compaction: purge of hidden and redacted records whose retention ended",
-                authority=AUTHORITY, closes=closes_of([(r[0], r[2]) for r in group], "purge_content"),
+                authority=AUTHORITY, locked=locked,
+                closes=closes_of([(row.pk, extra[1]) for extra, row in group], "purge_content"),
             )
             result.forgot(forget)
     return result
