@@ -77,6 +77,8 @@ def test_compaction_purges_hidden_and_redacted_rows_whose_lock_ended_with_their_
     assert kept.count() == 3 and kept.get(pk=store["locked"].pk).content == "a trade"
     assert run.status == SweepStatus.FINISHED and run.counts["deleted"] == 4 and "refused" not in run.counts
     assert run.report["waiting_retention"] == 1 and run.report["waiting_hold"] == 1
+    assert run.report["next_lock_end"] == Record.objects.get(pk=store["locked"].pk).retained_until.isoformat()
+    assert run.report["kept_by_requests"] == 0
     assert sorted(tombstoned_ids("compaction")) == sorted(purged)
 
 
