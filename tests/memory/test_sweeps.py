@@ -248,9 +248,14 @@ def test_pact_expiry_forgets_what_the_lock_permits_and_puts_the_rest_on_record(t
     old_trade = record(tenant, trades, content="bought 100", age_days=40)
     hold_place(tenant=tenant, matter="audit 2026", actor="legal", record_ids=[held_note.pk])
 
-    run = sweep_run_sync(kind="pact_expiry", actor="test")
+    with CaptureQueriesContext(connection) as captured:
+        run = sweep_run_sync(kind="pact_expiry", actor="test")
 
     assert not Record.objects.filter(pk=old_note.pk).exists()
+    # The claim's rows go to the forgets (records_forget(locked=...)): no second read of the records.
+    reads = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")
+             and 'FROM "memory_record"' in q["sql"] and '"memory_record"."salt"' in q["sql"]]
+    assert len(reads) == 1 and "FOR UPDATE" in reads[0]
     invoice = Record.objects.get(pk=old_invoice.pk)
     assert invoice.content == "" and invoice.redacted_at is not None  # the content goes, the row stays
     for kept in (young_note, held_note, old_trade):
