@@ -4,6 +4,7 @@ same rows, in the same run; and the coverage audit's time over the whole store.
     .venv/bin/python bench/bench_compaction.py            # builds the store, measures, prints the ratio
     .venv/bin/python bench/bench_compaction.py --reuse    # keeps the store of an earlier run (skips ~4 min)
     .venv/bin/python bench/bench_compaction.py --profile  # also: where the sweep's time goes
+    .venv/bin/python bench/bench_compaction.py --reuse --workers 2   # also two sweep processes at once, apart
 
 The store (PostgreSQL; DATABASE_URL, default postgres://postgres@127.0.0.1:5432/ledger_bench_sweeps, a
 database this script drops and re-creates: its name must contain "bench") is bench_forget.py's: one tenant,
@@ -20,8 +21,9 @@ Each round, in alternating order:
   sweep: `sweep_run_sync(kind="compaction")`: the whole run in this process, batch after batch as a worker
          does them (memory/sweeps/runs.py): per batch of LEDGER_SWEEP_BATCH rows (5,000) one transaction that
          claims them (SELECT ... ORDER BY id LIMIT 5000 FOR UPDATE SKIP LOCKED over the partial index
-         record_forgotten_id_idx), then `records_forget(mode="hard")`, which reads and
-         decides every row, finds the derived artifacts (one lineage query, the ids bound as one array),
+         record_forgotten_id_idx; it reads what the guard needs of each row), then `records_forget(mode="hard",
+         locked=...)`, which decides every row as the claim read it under lock, finds the derived artifacts
+         (one lineage query, the ids bound as one array),
          writes the forget event, signs the tombstone (statement with every record and artifact, salts, log
          append), then runs two destructive statements: `DELETE FROM memory_derivedartifact WHERE id =
          ANY(%s)` (lineage by ON DELETE CASCADE) and `WITH gone AS (DELETE FROM memory_record WHERE id =
@@ -31,7 +33,11 @@ Each round, in alternating order:
   raw:   in one transaction, `DELETE FROM memory_derivedartifact WHERE id IN (SELECT artifact_id FROM
          memory_lineage JOIN memory_record ... WHERE <hidden and unlocked>)` then `DELETE FROM memory_record
          WHERE <hidden and unlocked>` (lineage and tags go by ON DELETE CASCADE).
+  sweep xN (with --workers N): N processes, forked once Django is set up, each running `sweep_run_sync` at
+         once over the same rows (the design's scale-out: they share the work through SKIP LOCKED); timed from
+         when all are ready to when the last is done. Reported apart: the goal's figure is one worker's.
 Rows per second count records (the 100,000), medians over the rounds; the ratio is sweep / raw (goal 0.5).
+Each sweep line also gives the CPU time of the process(es) running it: steadier than wall time under load.
 Latest figures, the profile and what stands between them and the goal: bench/README.md.
 
 The audit: `retention.audit.coverage_audit()` over the store (1,000,000 ledgered records, every class and
