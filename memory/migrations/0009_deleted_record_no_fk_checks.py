@@ -9,7 +9,7 @@ table by tenant or by scope (the 410 answers and restores look rows up by record
 event), so the two indexes only cost every INSERT (~0.25 s per 100,000).
 
 What the constraints also did: refuse the deletion of a tenant or scope that a DeletedRecord names. Django's
-PROTECT still refuses it for every ORM path (tests/memory/test_sweeps.py), the admin offers no delete of
+PROTECT still refuses it for every ORM path (tests/memory/test_forget.py), the admin offers no delete of
 either, and the database still refuses a tenant's deletion (the forget event that deleted the record keeps its
 foreign key to the tenant, and forget events are permanent: migration 0007). A scope deleted with raw SQL
 would leave DeletedRecord rows naming a scope id that no longer exists; no code resolves that id to a row
