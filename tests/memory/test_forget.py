@@ -5,10 +5,11 @@ from datetime import timedelta
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
+from django.db.models import ProtectedError
 from django.utils import timezone
 
 from config.errors import ApplicationError
-from memory.models import DeletedRecord, DerivedArtifact, ForgetEvent, Lineage, Record, RecordTag
+from memory.models import DeletedRecord, DerivedArtifact, ForgetEvent, Lineage, Record, RecordTag, Scope
 from memory.services import ForgetTarget, artifact_write, records_forget
 from retention.services import hold_place, rule_change_duration, rule_retire
 from tests.factories import record, rule
@@ -172,6 +173,37 @@ def test_forgetting_a_record_forgets_artifacts_derived_from_any_of_its_sources(a
 
     assert not DerivedArtifact.objects.filter(pk=summary.json()["id"]).exists()
     assert agent.get(f"/api/v1/memory/records/{b.pk}").status_code == 200
+
+
+def test_artifacts_of_lists_each_artifact_once_with_its_kind_holder_and_the_sources_among_those_given(tenant, chat):
+    """What the hard branch lists in the tombstone and tracks as copies (one raw query per batch on PostgreSQL)."""
+    from memory.services.forget import _artifacts_of
+
+    a, b, c, outside = (record(tenant, chat, content=f"r{i}") for i in range(4))
+    shared = artifact_write(tenant=tenant, kind="fleet_copy", source_ids=[c.pk, a.pk, outside.pk, b.pk],
+                            content="copy", holder="agent-b")
+    summary = artifact_write(tenant=tenant, kind="summary", source_ids=[b.pk], content="about b")
+    artifact_write(tenant=tenant, kind="summary", source_ids=[outside.pk], content="not ours")
+
+    found = _artifacts_of([a.pk, b.pk, c.pk])
+
+    assert [x.pk for x in found] == sorted(x.pk for x in found)
+    assert [(x.pk, x.kind, x.holder, x.sources) for x in found if x.kind != "embedding"] == [
+        (shared.pk, "fleet_copy", "agent-b", sorted([a.pk, b.pk, c.pk])), (summary.pk, "summary", "", [b.pk])]
+    # and each record's own embedding (the factory writes one), and nothing of `outside` alone
+    assert sorted(x.sources for x in found if x.kind == "embedding") == [[a.pk], [b.pk], [c.pk]]
+
+
+def test_a_scope_named_by_a_deletion_row_cannot_be_deleted_through_django(tenant, chat):
+    """DeletedRecord's scope has no foreign-key constraint in PostgreSQL (memory migration 0009): Django's
+    PROTECT is what keeps the scope of a deleted record from being deleted under its deletion row."""
+    gone = record(tenant, chat, content="x", scope="user:9/session:1")
+    records_forget(tenant=tenant, target=ForgetTarget(record_ids=(gone.pk,)), mode="hard", actor="test")
+    assert DeletedRecord.objects.get(record_id=gone.pk).scope_id == gone.scope_id
+
+    with pytest.raises(ProtectedError):
+        Scope.objects.get(pk=gone.scope_id).delete()
+    assert Scope.objects.filter(pk=gone.scope_id).exists()
 
 
 def test_hard_forget_writes_a_deletion_row_per_deleted_record_and_leaves_no_tags_or_lineage(tenant, chat, locked):
