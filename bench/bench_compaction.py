@@ -4,6 +4,7 @@ same rows, in the same run; and the coverage audit's time over the whole store.
     .venv/bin/python bench/bench_compaction.py            # builds the store, measures, prints the ratio
     .venv/bin/python bench/bench_compaction.py --reuse    # keeps the store of an earlier run (skips ~4 min)
     .venv/bin/python bench/bench_compaction.py --profile  # also: where the sweep's time goes
+    .venv/bin/python bench/bench_compaction.py --reuse --workers 2   # also two sweep processes at once, apart
 
 The store (PostgreSQL; DATABASE_URL, default postgres://postgres@127.0.0.1:5432/ledger_bench_sweeps, a
 database this script drops and re-creates: its name must contain "bench") is bench_forget.py's: one tenant,
@@ -20,8 +21,9 @@ Each round, in alternating order:
   sweep: `sweep_run_sync(kind="compaction")`: the whole run in this process, batch after batch as a worker
          does them (memory/sweeps/runs.py): per batch of LEDGER_SWEEP_BATCH rows (5,000) one transaction that
          claims them (SELECT ... ORDER BY id LIMIT 5000 FOR UPDATE SKIP LOCKED over the partial index
-         record_forgotten_id_idx), then `records_forget(mode="hard")`, which reads and
-         decides every row, finds the derived artifacts (one lineage query, the ids bound as one array),
+         record_forgotten_id_idx; it reads what the guard needs of each row), then `records_forget(mode="hard",
+         locked=...)`, which decides every row as the claim read it under lock, finds the derived artifacts
+         (one lineage query, the ids bound as one array),
          writes the forget event, signs the tombstone (statement with every record and artifact, salts, log
          append), then runs two destructive statements: `DELETE FROM memory_derivedartifact WHERE id =
          ANY(%s)` (lineage by ON DELETE CASCADE) and `WITH gone AS (DELETE FROM memory_record WHERE id =
@@ -31,7 +33,11 @@ Each round, in alternating order:
   raw:   in one transaction, `DELETE FROM memory_derivedartifact WHERE id IN (SELECT artifact_id FROM
          memory_lineage JOIN memory_record ... WHERE <hidden and unlocked>)` then `DELETE FROM memory_record
          WHERE <hidden and unlocked>` (lineage and tags go by ON DELETE CASCADE).
+  sweep xN (with --workers N): N processes, forked once Django is set up, each running `sweep_run_sync` at
+         once over the same rows (the design's scale-out: they share the work through SKIP LOCKED); timed from
+         when all are ready to when the last is done. Reported apart: the goal's figure is one worker's.
 Rows per second count records (the 100,000), medians over the rounds; the ratio is sweep / raw (goal 0.5).
+Each sweep line also gives the CPU time of the process(es) running it: steadier than wall time under load.
 Latest figures, the profile and what stands between them and the goal: bench/README.md.
 
 The audit: `retention.audit.coverage_audit()` over the store (1,000,000 ledgered records, every class and
@@ -76,6 +82,9 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--reuse", action="store_true", help="keep the store of an earlier run if it has this shape")
     parser.add_argument("--profile", action="store_true", help="one more sweep round, timed per step and profiled")
     parser.add_argument("--no-audit", action="store_true", help="skip the audit's timing")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="also run, in each round, the sweep as this many concurrent processes sharing the work "
+                             "through SKIP LOCKED (reported apart: the goal's figure is one worker's)")
     return parser.parse_args()
 
 
@@ -163,10 +172,68 @@ def _eligible_now() -> int:
 def _run_sweep() -> tuple[float, int, int]:
     from memory.sweeps import sweep_run_sync
 
-    started = time.perf_counter()
+    global _last_cpu
+    started, cpu = time.perf_counter(), time.process_time()
     run = sweep_run_sync(kind="compaction", actor="bench")
     seconds = time.perf_counter() - started
+    _last_cpu = time.process_time() - cpu
     return seconds, run.counts.get("deleted", 0), run.counts.get("derived_deleted", 0)
+
+
+# The sweep's CPU time in this process (its Python), beside its wall time: steadier than the wall time when
+# the shared machine's load moves, so the fairer way to compare two versions of the sweep's own code.
+_last_cpu = 0.0
+
+
+def _sweep_worker(number: int, barrier, results) -> None:
+    """One sweep process of `--workers N` (forked after Django's setup; its own database connection)."""
+    from django.db import connections
+
+    from memory.sweeps import sweep_run_sync
+
+    try:
+        barrier.wait()
+        cpu = time.process_time()
+        run = sweep_run_sync(kind="compaction", actor=f"bench:worker-{number}")
+        results.put((number, run.counts.get("deleted", 0), run.counts.get("derived_deleted", 0), run.batches,
+                     time.process_time() - cpu, None))
+    except BaseException as exc:  # reported by the parent, which then stops
+        results.put((number, 0, 0, 0, 0.0, f"{type(exc).__name__}: {exc}"))
+    finally:
+        connections.close_all()
+
+
+def _run_sweep_workers(workers: int) -> tuple[float, int, int]:
+    """The design's scale-out: `workers` sweep processes at once, each running its own compaction run
+    (`sweep_run_sync`) over the same rows; they share the work through SKIP LOCKED. The clock starts when all
+    of them are ready (Django set up, forked) and stops when the last one is done."""
+    import multiprocessing
+
+    from django.db import connections
+
+    global _last_cpu, _last_split
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(workers + 1), context.Queue()
+    connections.close_all()  # a forked child must not share this process's connection
+    processes = [context.Process(target=_sweep_worker, args=(number, barrier, results))
+                 for number in range(1, workers + 1)]
+    for process in processes:
+        process.start()
+    barrier.wait()
+    started = time.perf_counter()
+    reports = [results.get() for _ in processes]
+    seconds = time.perf_counter() - started
+    for process in processes:
+        process.join()
+    errors = [r[5] for r in reports if r[5]]
+    if errors:
+        sys.exit(f"bench_compaction: a sweep worker failed: {errors}")
+    _last_cpu = sum(r[4] for r in reports)
+    _last_split = ", ".join(f"worker {r[0]}: {r[1]:,} in {r[3]} batches" for r in sorted(reports))
+    return seconds, sum(r[1] for r in reports), sum(r[2] for r in reports)
+
+
+_last_split = ""
 
 
 def _run_raw() -> tuple[float, int, int]:
@@ -206,7 +273,7 @@ def _phases():
 
     @contextmanager
     def installed():
-        phases.wrap(compaction, "claim", "0 sweep: claim (SELECT ... FOR UPDATE SKIP LOCKED)")
+        phases.wrap(compaction, "claim_rows", "0 sweep: claim (SELECT ... FOR UPDATE SKIP LOCKED)")
         phases.wrap(compaction, "closes_of", "0 sweep: references to the first forgets")
         phases.wrap(runs, "_finish", "9 sweep: run summary (what waits)")
         phases.wrap(type(runs.SweepBatch.objects), "create", "9 sweep: batch row")
@@ -251,28 +318,39 @@ def main() -> None:
     if not args.no_audit:
         _audit("before the rounds")
 
-    sweep_rates, raw_rates = [], []
+    many = f"sweep x{args.workers}"
+    rates: dict[str, list[float]] = {"sweep": [], "raw": [], many: []}
     for number in range(1, args.rounds + 1):
-        order = ("sweep", "raw") if number % 2 else ("raw", "sweep")
+        order = ["sweep", "raw"] if number % 2 else ["raw", "sweep"]
+        if args.workers > 1:
+            order = order + [many] if number % 2 else [many] + order
         for side in order:
             assert _eligible_now() == args.eligible
             _sql("CHECKPOINT")
-            seconds, purged, artifacts = _run_sweep() if side == "sweep" else _run_raw()
+            seconds, purged, artifacts = (_run_sweep() if side == "sweep" else _run_raw() if side == "raw"
+                                          else _run_sweep_workers(args.workers))
             assert purged == args.eligible and artifacts == 2 * args.eligible, (side, purged, artifacts)
             assert _eligible_now() == 0
-            (sweep_rates if side == "sweep" else raw_rates).append(purged / seconds)
-            print(f"  round {number} {side:<5}: {purged:,} records + {artifacts:,} artifacts in {seconds:6.2f} s "
-                  f"= {purged / seconds:>8,.0f} records/s")
+            rates[side].append(purged / seconds)
+            cpu = f", this process's CPU {_last_cpu:5.2f} s" if side == "sweep" else ""
+            if side == many:
+                cpu = f", the workers' CPU {_last_cpu:5.2f} s; {_last_split}"
+            print(f"  round {number} {side:<9}: {purged:,} records + {artifacts:,} artifacts in {seconds:6.2f} s "
+                  f"= {purged / seconds:>8,.0f} records/s (load {os.getloadavg()[0]:.1f}{cpu})")
             _reset()
 
-    sweep, raw = statistics.median(sweep_rates), statistics.median(raw_rates)
+    sweep, raw = statistics.median(rates["sweep"]), statistics.median(rates["raw"])
     ratio = sweep / raw
     print(f"\ncompaction of {args.eligible:,} hidden records (2 artifacts each) in {records:,}, median of "
           f"{args.rounds}:")
     print(f"  sweep (records_forget, batches of 5,000): {sweep:>8,.0f} records/s")
     print(f"  raw SQL (two DELETEs, one transaction):    {raw:>8,.0f} records/s")
-    print(f"  ratio sweep/raw:                           {ratio:.2f}  (goal {GOAL}: "
+    print(f"  ratio sweep/raw:                           {ratio:.2f}  (goal {GOAL}, one worker: "
           f"{'met' if ratio >= GOAL else 'NOT met'})")
+    if args.workers > 1:
+        spread = statistics.median(rates[many])
+        print(f"  separately, {args.workers} sweep workers at once (scale-out through SKIP LOCKED; not the goal's "
+              f"figure): {spread:,.0f} records/s, {spread / raw:.2f} x raw, {spread / sweep:.2f} x one worker")
 
     if not args.no_audit:
         # The rounds left tombstones listing 3 x 100,000 deletions: the first audit indexes them (each statement

@@ -95,8 +95,25 @@ class _Row(NamedTuple):
         return self.held or (self.retained_until is not None and self.retained_until > now)
 
 
+# The name callers outside this module use for it (a sweep's claim reads rows with `guard_values`).
+GuardRow = _Row
+
 _ROW_FIELDS = ("pk", "scope_id", "content_class_id", "commitment", "salt", "tier", "r_forgotten", "r_redacted",
                "retained_until", "held", "lock_protects_content")
+
+
+class LockedRows(NamedTuple):
+    """The target's rows, in id order, as the caller read them (`guard_values` under `SELECT ... FOR UPDATE`)
+    in the transaction it calls `records_forget` in. A sweep's claim locks and reads the rows anyway; reading
+    them a second time cost a bulk purge ~5% of its time (bench/bench_compaction.py).
+
+    Sound because the row locks last until the transaction ends: no other transaction can place a hold,
+    change a lock or delete a row meanwhile. The forget still decides every row itself, its destructive
+    statements still repeat the lock condition and check their row counts, and when one comes up short (the
+    caller's own transaction changed a row after reading it) the forget is decided again from a fresh read.
+    """
+    tenant_id: int
+    rows: tuple[_Row, ...]
 
 
 def records_forget(
@@ -110,6 +127,7 @@ def records_forget(
     path: str = "api",
     derivatives_mode: str | None = None,
     closes: list[dict] | None = None,
+    locked: LockedRows | None = None,
 ) -> ForgetResult:
     """Decide and perform a forget of the target's records; the only function that destroys records.
 
@@ -119,18 +137,24 @@ def records_forget(
     `closes` names the deferred items of earlier tombstones that this forget completes (a sweep purging
     hidden records, a deferred erasure): `[{"tombstone_id": str, "handle": str, "items": ["record:12"]}]`,
     signed into the statement as `propagation.closes`.
+    `locked`: the target's rows as the caller read them under lock in this transaction (`LockedRows`), so
+    that they are not read again; used for the first attempt only.
     """
     derivatives_mode = derivatives_mode or mode
     if mode not in ForgetMode.values or derivatives_mode not in ForgetMode.values:
         raise errors.invalid("invalid_mode", f"mode must be one of {ForgetMode.values}.")
     if not isinstance(reason, str) or len(reason) > 2000:
         raise errors.invalid("invalid_reason", "reason must be a string of at most 2000 characters.")
+    if locked is not None and (locked.tenant_id != tenant.pk or target.scope is not None or target.tag is not None
+                               or target.subjects or tuple(r.pk for r in locked.rows) != target.record_ids):
+        # A programming error, not a request's: the rows would not be the ones the target names.
+        raise ValueError("locked rows must be the listed records of the target, of this tenant, in id order")
     for attempt in range(MAX_ATTEMPTS):
         try:
             with transaction.atomic():
                 return _forget_once(tenant=tenant, target=target, mode=mode, actor=actor, reason=reason,
                                     authority=authority, path=path, derivatives_mode=derivatives_mode,
-                                    closes=closes)
+                                    closes=closes, locked=locked if attempt == 0 else None)
         except _RowsChanged:
             if attempt == MAX_ATTEMPTS - 1:
                 raise errors.conflict("concurrent_change", "The records' locks kept changing during the forget; "
@@ -150,20 +174,42 @@ def _guard_error(exc: DatabaseError) -> Exception:
     return exc
 
 
-def _rows(records) -> list[_Row]:
-    """The rows of `records` (a queryset) in id order, in one query. On PostgreSQL the rows come straight
-    off the cursor: Django's per-row iteration cost more than the query itself in bulk forgets."""
-    query = records.order_by("pk").annotate(
+def guard_values(records, *extra: str):
+    """`records` (a queryset) in id order as tuples: the `extra` columns, then what the guard reads of the row
+    (`_Row`'s fields, `guard_row`). Read it with `guard_fetch`. A sweep's claim adds FOR UPDATE to it and
+    hands the rows to `records_forget` (`LockedRows`)."""
+    return records.order_by("pk").annotate(
         r_forgotten=ExpressionWrapper(Q(forgotten_at__isnull=False), output_field=BooleanField()),
         r_redacted=ExpressionWrapper(Q(redacted_at__isnull=False), output_field=BooleanField()),
-    ).values_list(*_ROW_FIELDS)
+    ).values_list(*extra, *_ROW_FIELDS)
+
+
+def _fetch(query) -> list[tuple]:
+    """The rows of a `values_list` query of plain columns (numbers, text, booleans, times; no JSON). On
+    PostgreSQL they come straight off the cursor: Django's per-row iteration cost more than the query itself
+    in bulk forgets. SQLite answers booleans as 0/1 and times as text: Django converts them."""
     connection = connections[query.db]
-    if connection.vendor != "postgresql":  # SQLite answers booleans as 0/1 and times as text: convert
-        return [_Row(*row) for row in query]
+    if connection.vendor != "postgresql":
+        return list(query)
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return list(map(_Row._make, cursor.fetchall()))
+        return cursor.fetchall()
+
+
+def guard_fetch(query) -> list[tuple]:
+    """The rows of a `guard_values` query, in one query."""
+    return _fetch(query)
+
+
+def guard_row(values: tuple) -> _Row:
+    """What the guard reads of a row, from the `_Row` columns of a `guard_values` tuple (after its extras)."""
+    return _Row._make(values)
+
+
+def _rows(records) -> list[_Row]:
+    """The rows of `records` (a queryset) in id order, in one query."""
+    return list(map(_Row._make, guard_fetch(guard_values(records))))
 
 
 def records_refusals(*, tenant: Tenant, record_ids: list[int], mode: str) -> dict[int, dict]:
@@ -177,9 +223,10 @@ def records_refusals(*, tenant: Tenant, record_ids: list[int], mode: str) -> dic
 
 
 def _forget_once(*, tenant, target, mode, actor, reason, authority, path, derivatives_mode,
-                 closes=None) -> ForgetResult:
+                 closes=None, locked: LockedRows | None = None) -> ForgetResult:
     now = timezone.now()
-    rows = _rows(target.records(tenant))
+    # Locked rows exist (they were read under lock in this transaction): no existence check, no second read.
+    rows = list(locked.rows) if locked is not None else _rows(target.records(tenant))
     decided = {row.pk: _decide(row, mode, now) for row in rows}
     refusals = _refusal_reasons(tenant, [r for r in rows if decided[r.pk] == "refused"], mode, now)
     acted = [r for r in rows if decided[r.pk] != "refused"]
@@ -272,26 +319,33 @@ def _refusal_reasons(tenant: Tenant, refused: list[_Row], mode: str, now: dateti
     return reasons
 
 
-@dataclass
-class _Artifact:
+class _Artifact(NamedTuple):
+    """A derived artifact of the records acted on: a plain tuple (a purge of 100,000 records finds 200,000;
+    dataclass instances cost ~1 s of it, bench/bench_compaction.py)."""
     pk: int
     kind: str
     holder: str
-    sources: list[int] = field(default_factory=list)
+    sources: list[int]
 
 
 def _artifacts_of(record_ids: list[int]) -> list[_Artifact]:
-    """The derived artifacts of these records, one query per batch: an artifact goes when any one of its
-    sources goes."""
+    """The derived artifacts of these records in id order, each with its sources among them (in id order),
+    one query per batch: an artifact goes when any one of its sources goes."""
     found: dict[int, _Artifact] = {}
     for batch in batches(record_ids, BATCH_SIZE):
-        for artifact_id, kind, holder, source_id in (
-                Lineage.objects.filter(source_id__any_of=batch)
-                .values_list("artifact_id", "artifact__kind", "artifact__holder", "source_id")):
-            found.setdefault(artifact_id, _Artifact(artifact_id, kind, holder)).sources.append(source_id)
-    for artifact in found.values():
-        artifact.sources.sort()
-    return sorted(found.values(), key=lambda a: a.pk)
+        query = (Lineage.objects.filter(source_id__any_of=batch)
+                 .values_list("artifact_id", "artifact__kind", "artifact__holder", "source_id"))
+        for artifact_id, kind, holder, source_id in _fetch(query):
+            artifact = found.get(artifact_id)
+            if artifact is None:
+                found[artifact_id] = _Artifact(artifact_id, kind, holder, [source_id])
+            else:
+                artifact.sources.append(source_id)
+    artifacts = [found[pk] for pk in sorted(found)]
+    for artifact in artifacts:
+        if len(artifact.sources) > 1:
+            artifact.sources.sort()
+    return artifacts
 
 
 def _copies_track(*, tenant, artifacts: list[_Artifact], rows: dict[int, "_Row"], mode: str, event, now) -> list[dict]:

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 
 from memory.models import ForgetEvent, Tenant
 from memory.services import ForgetResult
+from memory.services.forget import GuardRow, guard_fetch, guard_row, guard_values
 from memory.services.forget import lock_ended  # noqa: F401  (the sweeps' lock condition is the forget's)
 
 # How many ids a run keeps as examples per finding (in counts and reports): enough to look into, never
@@ -67,6 +68,18 @@ def claim(queryset: QuerySet, *, after: int | None, limit: int, fields: tuple[st
         queryset = queryset.filter(pk__gt=after)
     return list(queryset.order_by("pk").select_for_update(skip_locked=True, of=("self",))
                 .values_list(*fields)[:limit])
+
+
+def claim_rows(queryset: QuerySet, *, after: int | None, limit: int,
+               fields: tuple[str, ...]) -> list[tuple[tuple, GuardRow]]:
+    """`claim` for records a sweep hands to `records_forget`: per row, the `fields` asked for and what the guard
+    reads of it, read by the same locking SELECT, so that the forget need not read the rows again
+    (`records_forget(locked=LockedRows(...))`)."""
+    if after is not None:
+        queryset = queryset.filter(pk__gt=after)
+    query = guard_values(queryset.select_for_update(skip_locked=True, of=("self",)), *fields)[:limit]
+    width = len(fields)
+    return [(row[:width], guard_row(row[width:])) for row in guard_fetch(query)]
 
 
 def tenants_of(tenant_ids: Iterable[int]) -> dict[int, Tenant]:

@@ -24,7 +24,8 @@ from django.utils import timezone
 
 from memory.models import ForgetMode, Record
 from memory.services import ForgetTarget, records_forget
-from memory.sweeps.common import SAMPLE, BatchResult, claim, grouped, tenants_of
+from memory.services.forget import LockedRows
+from memory.sweeps.common import SAMPLE, BatchResult, claim_rows, grouped, tenants_of
 from retention.locks import class_locks
 from retention.models import ContentClass, RetentionRule, RuleKind
 
@@ -76,19 +77,23 @@ def pact_expiry_batch(*, after: int | None = None, now: datetime | None = None,
     if not ttls:
         return BatchResult(more=False)
     with transaction.atomic():
-        rows = claim(pact_expired(now=now, ttls=ttls).filter(_permits(now)), after=after, limit=batch_size,
-                     fields=("pk", "tenant_id", "content_class_id", "retained_until"))
-        result = BatchResult(more=False).claimed([r[0] for r in rows], batch_size)
-        tenants = tenants_of(r[1] for r in rows)
+        # Each claimed row: ((tenant_id,), what the guard reads of it), read under its lock (as compaction).
+        rows = claim_rows(pact_expired(now=now, ttls=ttls).filter(_permits(now)), after=after, limit=batch_size,
+                          fields=("tenant_id",))
+        result = BatchResult(more=False).claimed([row.pk for _, row in rows], batch_size)
+        tenants = tenants_of(extra[0] for extra, _ in rows)
 
-        def key(row):
-            ended = row[3] is None or row[3] <= now
-            return row[1], row[2], ForgetMode.HARD if ended else ForgetMode.REDACT
+        def key(claimed):
+            (tenant_id,), row = claimed
+            ended = row.retained_until is None or row.retained_until <= now
+            return tenant_id, row.content_class_id, ForgetMode.HARD if ended else ForgetMode.REDACT
 
         for (tenant_id, class_id, mode), group in grouped(rows, key=key):
             ttl = ttls[class_id]
+            locked = LockedRows(tenant_id=tenant_id, rows=tuple(row for _, row in group))
             forget = records_forget(
-                tenant=tenants[tenant_id], target=ForgetTarget(record_ids=tuple(r[0] for r in group)), mode=mode,
+                tenant=tenants[tenant_id], target=ForgetTarget(record_ids=tuple(row.pk for row in locked.rows)),
+                mode=mode, locked=locked,
                 derivatives_mode=ForgetMode.HARD, actor=ACTOR, path="pact_expiry", authority=ttl.authority,
                 reason=f"pact TTL expired: {ttl.days} days (rule {ttl.rule_id})"
                        + ("" if mode == ForgetMode.HARD else "; a longer rule keeps the record's existence, "

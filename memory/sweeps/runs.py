@@ -11,7 +11,9 @@ nothing changed but its own SweepRun row.
 """
 from __future__ import annotations
 
+import gc
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from importlib import import_module
@@ -102,7 +104,8 @@ def sweep_run_batch(*, run_id: int) -> StepOutcome:
         if run.dry_run:
             _finish(run, now=now, report=sweep.preview(now=now))
             return StepOutcome(run_id, False)
-        result = sweep.batch(after=run.cursor, now=now)
+        with gc_paused():
+            result = sweep.batch(after=run.cursor, now=now)
         counts = {**result.counts, **result.samples}
         if result.counts.get("claimed") or result.forget_event_ids:
             SweepBatch.objects.create(run=run, at=now, first_id=result.first_id, last_id=result.cursor,
@@ -117,6 +120,25 @@ def sweep_run_batch(*, run_id: int) -> StepOutcome:
         else:
             _finish(run, now=now, report=sweep.summary(now=now))
     return StepOutcome(run_id, result.more)
+
+
+@contextmanager
+def gc_paused():
+    """No cyclic garbage collection during one batch. A batch of 5,000 records allocates some 300,000 tuples,
+    dicts and lists that live until it ends (rows, outcomes, the tombstone's statement): CPython's collector
+    runs hundreds of times meanwhile, and its full passes walk every object of the process (Django's
+    included), for nothing: the batch's objects are freed by reference counting when it ends. Measured:
+    ~0.04 s of CPU per batch of 5,000, a quarter of the batch's Python time (bench/bench_compaction.py).
+    Bounded: one batch, then the collector is back (and catches up) whatever happened; left alone if
+    something else had already disabled it."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _finish(run: SweepRun, *, now: datetime, report: dict) -> None:

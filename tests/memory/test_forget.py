@@ -5,10 +5,11 @@ from datetime import timedelta
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
+from django.db.models import ProtectedError
 from django.utils import timezone
 
 from config.errors import ApplicationError
-from memory.models import DeletedRecord, DerivedArtifact, ForgetEvent, Lineage, Record, RecordTag
+from memory.models import DeletedRecord, DerivedArtifact, ForgetEvent, Lineage, Record, RecordTag, Scope
 from memory.services import ForgetTarget, artifact_write, records_forget
 from retention.services import hold_place, rule_change_duration, rule_retire
 from tests.factories import record, rule
@@ -172,6 +173,18 @@ def test_forgetting_a_record_forgets_artifacts_derived_from_any_of_its_sources(a
 
     assert not DerivedArtifact.objects.filter(pk=summary.json()["id"]).exists()
     assert agent.get(f"/api/v1/memory/records/{b.pk}").status_code == 200
+
+
+def test_a_scope_named_by_a_deletion_row_cannot_be_deleted_through_django(tenant, chat):
+    """DeletedRecord's scope has no foreign-key constraint in PostgreSQL (memory migration 0009): Django's
+    PROTECT is what keeps the scope of a deleted record from being deleted under its deletion row."""
+    gone = record(tenant, chat, content="x", scope="user:9/session:1")
+    records_forget(tenant=tenant, target=ForgetTarget(record_ids=(gone.pk,)), mode="hard", actor="test")
+    assert DeletedRecord.objects.get(record_id=gone.pk).scope_id == gone.scope_id
+
+    with pytest.raises(ProtectedError):
+        Scope.objects.get(pk=gone.scope_id).delete()
+    assert Scope.objects.filter(pk=gone.scope_id).exists()
 
 
 def test_hard_forget_writes_a_deletion_row_per_deleted_record_and_leaves_no_tags_or_lineage(tenant, chat, locked):

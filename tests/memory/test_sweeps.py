@@ -2,10 +2,11 @@
 must leave alone, dry runs, the runs' records, resuming after a crash."""
 from __future__ import annotations
 
+import gc
 from datetime import timedelta
 
 import pytest
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
@@ -24,7 +25,9 @@ from memory.models import (
     SweepStatus,
 )
 from memory.services import ForgetTarget, artifact_write, records_forget
-from memory.sweeps import compaction, runs, sweep_run_batch, sweep_run_start, sweep_run_sync
+from memory.services import forget as forget_module
+from memory.services.forget import LockedRows
+from memory.sweeps import common, compaction, runs, sweep_run_batch, sweep_run_start, sweep_run_sync
 from memory.tasks import sweep_start, sweep_step
 from retention.services import hold_place
 from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
@@ -74,6 +77,8 @@ def test_compaction_purges_hidden_and_redacted_rows_whose_lock_ended_with_their_
     assert kept.count() == 3 and kept.get(pk=store["locked"].pk).content == "a trade"
     assert run.status == SweepStatus.FINISHED and run.counts["deleted"] == 4 and "refused" not in run.counts
     assert run.report["waiting_retention"] == 1 and run.report["waiting_hold"] == 1
+    assert run.report["next_lock_end"] == Record.objects.get(pk=store["locked"].pk).retained_until.isoformat()
+    assert run.report["kept_by_requests"] == 0
     assert sorted(tombstoned_ids("compaction")) == sorted(purged)
 
 
@@ -109,22 +114,84 @@ def test_compaction_leaves_records_that_subject_requests_keep(tenant, chat):
 def test_a_record_held_between_the_claim_and_the_forget_is_refused_not_destroyed(tenant, chat, monkeypatch):
     records = [record(tenant, chat, content=f"n{i}") for i in range(4)]
     forget(tenant, records)
-    real_claim = compaction.claim
+    real_claim = compaction.claim_rows
 
     def claim_then_hold(*args, **kwargs):
         rows = real_claim(*args, **kwargs)
-        # As a hold committed by another transaction would look to the forget's re-read (the trigger checks it
-        # too): the lock changed after the claim.
+        # The lock changed after the claim read the rows (here in the claim's own transaction: another one
+        # would wait for the row lock): the rows handed to the forget are stale, the forget's DELETE (which
+        # repeats the lock condition) comes up short, and the forget is decided again from a fresh read.
         Record.objects.filter(pk=records[1].pk).update(held=True)
         return rows
 
-    monkeypatch.setattr(compaction, "claim", claim_then_hold)
+    monkeypatch.setattr(compaction, "claim_rows", claim_then_hold)
     run = sweep_run_sync(kind="compaction", actor="test")
 
     assert Record.objects.filter(pk=records[1].pk).exists()
     assert not Record.objects.filter(pk__in=[records[0].pk, records[2].pk, records[3].pk]).exists()
     assert run.counts["refused"] == 1 and run.counts["deleted"] == 3
     assert records[1].pk not in tombstoned_ids("compaction")
+
+
+def _claimed(tenant, ids):
+    """The rows of `ids` as compaction's claim hands them to the forget (call inside a transaction)."""
+    rows = common.claim_rows(Record.objects.filter(pk__in=ids), after=None, limit=len(ids), fields=("tenant_id",))
+    return LockedRows(tenant_id=tenant.pk, rows=tuple(row for _, row in rows))
+
+
+def test_locked_rows_that_went_stale_are_decided_again_and_the_held_one_survives(tenant, monkeypatch):
+    """The claim's rows say `not held`, but a hold came after they were read (in the same transaction: another
+    would wait for the row lock). The DELETE repeats the lock condition, comes up short, and the forget is
+    decided again from a fresh read: the held record is refused, listed as refused, and stays."""
+    ids = hidden_rows_insert(tenant, 4)
+    attempts = []
+    real_once = forget_module._forget_once
+    monkeypatch.setattr(forget_module, "_forget_once", lambda **kw: attempts.append(kw["locked"]) or real_once(**kw))
+
+    with transaction.atomic():
+        locked = _claimed(tenant, ids)
+        assert not any(row.held for row in locked.rows)
+        Record.objects.filter(pk=ids[1]).update(held=True)
+        result = records_forget(tenant=tenant, target=ForgetTarget(record_ids=tuple(ids)), mode="hard",
+                                actor="test", locked=locked)
+
+    assert attempts[0] is locked and attempts[1] is None and len(attempts) == 2
+    assert [r["outcome"] for r in result.results] == ["deleted", "refused", "deleted", "deleted"]
+    assert result.results[1]["reason"]["code"] == "legal_hold"
+    assert list(Record.objects.filter(pk__in=ids).values_list("pk", flat=True)) == [ids[1]]
+    assert set(DeletedRecord.objects.values_list("record_id", flat=True)) == {ids[0], ids[2], ids[3]}
+    statement = statement_of(result.event)
+    assert {r["record_id"]: r["outcome"] for r in statement["execution"]["records"]}[str(ids[1])] == "refused"
+    assert list(ForgetEvent.objects.filter(mode="hard")) == [result.event]  # the first attempt left nothing
+
+
+def test_locked_rows_are_refused_unless_they_are_the_targets_rows_of_this_tenant(tenant, other_tenant):
+    ids = hidden_rows_insert(tenant, 3)
+    with transaction.atomic():
+        locked = _claimed(tenant, ids)
+        for target, rows in [(ForgetTarget(record_ids=tuple(ids[:2])), locked),
+                             (ForgetTarget(record_ids=tuple(ids)), locked._replace(rows=locked.rows[::-1])),
+                             (ForgetTarget(record_ids=tuple(ids)), locked._replace(tenant_id=other_tenant.pk)),
+                             (ForgetTarget(scope="user:bulk"), locked)]:
+            with pytest.raises(ValueError):
+                records_forget(tenant=tenant, target=target, mode="hard", actor="test", locked=rows)
+    assert Record.objects.filter(pk__in=ids).count() == 3 and not DeletedRecord.objects.exists()
+
+
+def test_a_compaction_batch_reads_the_records_it_purges_once_under_lock(tenant):
+    """The claim's SELECT ... FOR UPDATE reads what the guard needs; the forget does not read the rows again
+    (nor check that they exist): the only other statement on memory_record is the guarded DELETE."""
+    ids = hidden_rows_insert(tenant, 5, artifacts=True)
+
+    with CaptureQueriesContext(connection) as captured:
+        result = compaction.compaction_batch(batch_size=100)
+
+    assert result.counts["deleted"] == 5 and not Record.objects.filter(pk__in=ids).exists()
+    on_records = [q["sql"] for q in captured.captured_queries
+                  if 'FROM "memory_record"' in q["sql"] or "FROM memory_record" in q["sql"]]
+    reads = [sql for sql in on_records if not sql.lstrip().upper().startswith(("WITH", "DELETE"))]
+    assert len(reads) == 1 and "FOR UPDATE" in reads[0]
+    assert len(on_records) == 2
 
 
 def test_a_compaction_batch_runs_as_many_statements_for_300_rows_as_for_3(tenant):
@@ -181,9 +248,14 @@ def test_pact_expiry_forgets_what_the_lock_permits_and_puts_the_rest_on_record(t
     old_trade = record(tenant, trades, content="bought 100", age_days=40)
     hold_place(tenant=tenant, matter="audit 2026", actor="legal", record_ids=[held_note.pk])
 
-    run = sweep_run_sync(kind="pact_expiry", actor="test")
+    with CaptureQueriesContext(connection) as captured:
+        run = sweep_run_sync(kind="pact_expiry", actor="test")
 
     assert not Record.objects.filter(pk=old_note.pk).exists()
+    # The claim's rows go to the forgets (records_forget(locked=...)): no second read of the records.
+    reads = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")
+             and 'FROM "memory_record"' in q["sql"] and '"memory_record"."salt"' in q["sql"]]
+    assert len(reads) == 1 and "FOR UPDATE" in reads[0]
     invoice = Record.objects.get(pk=old_invoice.pk)
     assert invoice.content == "" and invoice.redacted_at is not None  # the content goes, the row stays
     for kept in (young_note, held_note, old_trade):
@@ -261,6 +333,34 @@ def test_batch_that_fails_after_signing_rolls_back_its_tombstone_and_the_next_ru
     run = sweep_run_sync(kind="compaction", actor="test")
 
     assert run.counts["deleted"] == 5 and sorted(tombstoned_ids("compaction")) == ids
+
+
+def test_a_batch_runs_without_cyclic_gc_and_gives_it_back_even_when_it_fails(tenant, monkeypatch):
+    hidden_rows_insert(tenant, 3)
+    seen = []
+    real = compaction.records_forget
+
+    def forget_then_maybe_crash(**kwargs):
+        seen.append(gc.isenabled())
+        result = real(**kwargs)
+        if len(seen) == 1:
+            raise DatabaseError("the connection was lost")
+        return result
+
+    monkeypatch.setattr(compaction, "records_forget", forget_then_maybe_crash)
+    with pytest.raises(DatabaseError):
+        sweep_run_sync(kind="compaction", actor="test")
+    assert gc.isenabled()
+    run = sweep_run_sync(kind="compaction", actor="test")
+
+    assert seen == [False, False] and gc.isenabled() and run.counts["deleted"] == 3
+    gc.disable()
+    try:  # whoever disabled it before keeps it disabled
+        hidden_rows_insert(tenant, 2)
+        sweep_run_sync(kind="compaction", actor="test")
+        assert not gc.isenabled() and seen == [False, False, False]
+    finally:
+        gc.enable()
 
 
 def test_a_duplicate_delivery_of_a_step_is_harmless(tenant):
