@@ -229,7 +229,7 @@ class Profile:
         ("memory.services.forget", "_rows", "  of which: reading the targets' rows"),
         ("memory.services.forget", "_artifacts_of", "  of which: finding the derived artifacts"),
         ("memory.services.forget", "_tombstone_issue", "  of which: the signed tombstones"),
-        ("tombstones.services", "tombstones_issue_many", "    of which: issuing them (tombstones/; one call)"),
+        ("tombstones.services", "tombstones_issue_many", "    of which: issuing them (tombstones/)"),
         ("memory.services.forget", "_execute", "  of which: the destructive statements"),
         ("tombstones.services", "receipts_build", "receipts_build (tombstones; 1 per group)"),
         ("tombstones.services.receipts", "checkpoint_sign", "  of which: a checkpoint"),

@@ -13,10 +13,11 @@ due at the same step, claimed with `SELECT ... FOR UPDATE SKIP LOCKED` (a reques
 left to it). The group's step is one transaction of set-based statements: one plan INSERT, one set of
 decisions, one confirmation pass for all of the group's forgets, one checkpoint for all of its receipts,
 one UPDATE per state move and one INSERT of history rows. What stays per request is what the invariants
-want per request: its own forgets (one per decision, each with its own signed tombstone), its own
-receipts and its own notice. A request whose own part fails with an application error (a forget refused
-as a whole, a mail the server refuses) is rolled back to its savepoint and left due, without spoiling the
-others; any other error (a lost connection, a deadlock, a crash) rolls the whole group's step back, and the
+want per request: its own forgets (one per decision, each with its own event and signed tombstone; the
+group's forgets are made by one `records_forget_many` call, set-based across them), its own receipts and
+its own notice. A request whose own part fails with an application error (a forget refused as a whole, a
+mail the server refuses) is rolled back to its savepoint and left due, without spoiling the others (when
+the group's forget call fails, each request's forgets are made again on their own, each in a savepoint); any other error (a lost connection, a deadlock, a crash) rolls the whole group's step back, and the
 message is delivered again. A request that a group advanced still has its own message in the queue: that
 delivery finds its work done (one query under its row lock) and says where the request stands.
 """

@@ -1,9 +1,11 @@
 """The one guarded destructive path. Every forget of records, whoever asks (the API, the admin,
-management commands, `QuerySet.delete()`, the sweeps), is decided and performed by `records_forget`.
+management commands, `QuerySet.delete()`, the sweeps), is decided and performed by `records_forget`, which
+is `records_forget_many` of one target (the erasure workflow forgets a group of requests' targets in one call).
 
 A forget reads the target rows, decides per record (`hidden` / `redacted` / `deleted` / `refused` with
-a machine-readable reason), writes the forget event and the signed tombstone, and only then runs the
-destructive statements, set-based, in batches, in the same transaction. Each destructive statement
+a machine-readable reason), writes the forget event and the signed tombstone (one each per target), and only
+then runs the destructive statements, set-based across the targets (each row stamped with its own target's
+event), in batches, in the same transaction. Each destructive statement
 repeats the lock condition in its WHERE clause and its row count is checked: if a lock changed between
 the read and the write (a hold placed meanwhile), the whole forget rolls back and is decided again.
 The database trigger (migration memory 0003) is the last line behind all of this.
