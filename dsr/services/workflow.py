@@ -17,7 +17,8 @@ want per request: its own forgets (one per decision, each with its own event and
 group's forgets are made by one `records_forget_many` call, set-based across them), its own receipts and
 its own notice. A request whose own part fails with an application error (a forget refused as a whole, a
 mail the server refuses) is rolled back to its savepoint and left due, without spoiling the others (when
-the group's forget call fails, each request's forgets are made again on their own, each in a savepoint); any other error (a lost connection, a deadlock, a crash) rolls the whole group's step back, and the
+the group's forget call fails, each request's forgets are made again on their own, each in a savepoint);
+any other error (a lost connection, a deadlock, a crash) rolls the whole group's step back, and the
 message is delivered again. A request that a group advanced still has its own message in the queue: that
 delivery finds its work done (one query under its row lock) and says where the request stands.
 """

@@ -21,7 +21,6 @@ from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Coalesce
-from django.db.models.sql import DeleteQuery
 from django.utils import timezone
 
 from memory import errors
@@ -648,26 +647,15 @@ _DELETED_COLUMNS = ("record_id", "tenant_id", "scope_id", "forget_event_id", "de
 
 def _records_delete(records, *, event, now) -> int:
     """DELETE the rows of `records` (whose WHERE clause carries the lock condition) with their tags and
-    lineage, and write a DeletedRecord row for each row deleted; returns how many were deleted.
+    lineage, and write a DeletedRecord row for each row deleted; returns how many were deleted. SQLite's (on
+    PostgreSQL, `_records_sql`'s one statement for all the targets).
 
-    No collector (PERFORMANCE.md: ~3x faster). On PostgreSQL it is one statement: the DELETE's RETURNING
-    feeds the INSERT of the DeletedRecord rows, so they are exactly the rows deleted and the row count is
-    the DELETE's; tags and lineage go by ON DELETE CASCADE (migration memory 0003). Elsewhere (SQLite,
-    whose foreign keys do not cascade): INSERT ... SELECT of the DeletedRecord rows, the tags and lineage,
-    then the guarded DELETE, whose row count is returned (the caller rolls everything back if it is short).
+    No collector (PERFORMANCE.md: ~3x faster). SQLite's foreign keys do not cascade: INSERT ... SELECT of the
+    DeletedRecord rows, the tags and lineage, then the guarded DELETE, whose row count is returned (the caller
+    rolls everything back if it is short).
     """
     connection = connections[records.db]
-    query = records.query.chain(klass=DeleteQuery)
-    delete_sql, delete_params = query.get_compiler(connection=connection).as_sql()
-    table = connection.ops.quote_name(Record._meta.db_table)
     columns = ", ".join(connection.ops.quote_name(c) for c in _DELETED_COLUMNS)
-    if connection.vendor == "postgresql":
-        sql = (f"WITH gone AS ({delete_sql} RETURNING {table}.id, {table}.tenant_id, {table}.scope_id) "
-               f"INSERT INTO {connection.ops.quote_name(DeletedRecord._meta.db_table)} ({columns}) "
-               "SELECT id, tenant_id, scope_id, %s, %s FROM gone")
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [*delete_params, event.pk, now])
-            return cursor.rowcount
     select_sql, select_params = records.values_list("pk", "tenant_id", "scope_id").query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {connection.ops.quote_name(DeletedRecord._meta.db_table)} ({columns}) "
