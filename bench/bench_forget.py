@@ -294,7 +294,7 @@ class Phases:
         self.wrap(forget, "_artifacts_of", "3 find derived artifacts (lineage)")
         self.wrap(targets.ForgetTarget, "describe", "4 forget event: target.describe")
         self.wrap(forget, "_outcomes_by_kind", "4 forget event: outcomes JSON")
-        self.wrap(type(ForgetEvent.objects), "create", "4 forget event: INSERT")
+        self.wrap(type(ForgetEvent.objects), "bulk_create", "4 forget event: INSERT")
         self.wrap(forget, "_copies_track", "5 track copies (archives, fleet)")
         self.wrap(forget, "_tombstone_issue", "6 tombstone, all of it")
         self.wrap(issue, "statement_complete", "6a tombstone: validate the statement")

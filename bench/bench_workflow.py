@@ -225,12 +225,12 @@ class Profile:
 
     # (module, name, label): the name is patched where the caller looks it up when it calls.
     PARTS = [
-        ("dsr.services.workflow", "records_forget", "records_forget (memory; 2 per request)"),
-        ("memory.services.forget", "_rows", "  of which: reading the target's rows"),
+        ("dsr.services.workflow", "records_forget_many", "records_forget_many (memory; 1 per group)"),
+        ("memory.services.forget", "_rows", "  of which: reading the targets' rows"),
         ("memory.services.forget", "_artifacts_of", "  of which: finding the derived artifacts"),
-        ("memory.services.forget", "_tombstone_issue", "  of which: the signed tombstone"),
+        ("memory.services.forget", "_tombstone_issue", "  of which: the signed tombstones"),
         # `_issue`: what `tombstone_issue` and `tombstones_issue_many` both call (by its module-level name)
-        ("tombstones.services.issue", "_issue", "    of which: issuing it (tombstones/)"),
+        ("tombstones.services.issue", "_issue", "    of which: issuing them (tombstones/)"),
         ("memory.services.forget", "_execute", "  of which: the destructive statements"),
         ("tombstones.services", "receipts_build", "receipts_build (tombstones; 1 per group)"),
         ("tombstones.services.receipts", "checkpoint_sign", "  of which: a checkpoint"),

@@ -13,10 +13,12 @@ due at the same step, claimed with `SELECT ... FOR UPDATE SKIP LOCKED` (a reques
 left to it). The group's step is one transaction of set-based statements: one plan INSERT, one set of
 decisions, one confirmation pass for all of the group's forgets, one checkpoint for all of its receipts,
 one UPDATE per state move and one INSERT of history rows. What stays per request is what the invariants
-want per request: its own forgets (one per decision, each with its own signed tombstone), its own
-receipts and its own notice. A request whose own part fails with an application error (a forget refused
-as a whole, a mail the server refuses) is rolled back to its savepoint and left due, without spoiling the
-others; any other error (a lost connection, a deadlock, a crash) rolls the whole group's step back, and the
+want per request: its own forgets (one per decision, each with its own event and signed tombstone; the
+group's forgets are made by one `records_forget_many` call, set-based across them), its own receipts and
+its own notice. A request whose own part fails with an application error (a forget refused as a whole, a
+mail the server refuses) is rolled back to its savepoint and left due, without spoiling the others (when
+the group's forget call fails, each request's forgets are made again on their own, each in a savepoint);
+any other error (a lost connection, a deadlock, a crash) rolls the whole group's step back, and the
 message is delivered again. A request that a group advanced still has its own message in the queue: that
 delivery finds its work done (one query under its row lock) and says where the request stands.
 """
@@ -56,7 +58,7 @@ from memory.models import (
     Record,
 )
 from memory.lookups import batches
-from memory.services import ForgetTarget, records_forget, records_refusals
+from memory.services import ForgetOrder, ForgetTarget, records_forget_many, records_refusals
 from memory.services.confirm import erasures_confirm
 
 logger = logging.getLogger(__name__)
@@ -330,7 +332,7 @@ def step_execute(*, request_id: int) -> StepResult:
             _evaluate_items(undecided)
             pending.update(_execute_batches(undecided))
         acted, executed, again = [], [], set()
-        budget = EXECUTE_BATCH
+        budget, chosen = EXECUTE_BATCH, []
         for request in group:
             batch = pending.get(request.pk, [])
             if request is not own and len(batch) > budget:
@@ -339,18 +341,28 @@ def step_execute(*, request_id: int) -> StepResult:
                 # requests past that stay due for the next group.
                 continue
             budget -= len(batch)
-            done = [i for i in batch if i.decision]
-            try:
-                with transaction.atomic():  # a savepoint: this request's forgets, and nothing else's
-                    present = {i.object_id for i in done if i.present}
-                    for decision in (ItemDecision.ERASE, ItemDecision.REDACT, ItemDecision.HIDE):
-                        _execute_group(request, [i for i in done if i.decision == decision], decision, present)
-            except ApplicationError as exc:
-                logger.warning("erasure request %s: execute failed (%s: %s); left for its own delivery",
-                               request.pk, exc.code, exc.detail)
-                if request is own:
-                    failed = exc
-                continue
+            chosen.append((request, batch, [i for i in batch if i.decision]))
+        try:
+            # Every chosen request's forgets in one call (one forget, one event and one tombstone per request
+            # and decision, set-based statements across them), in a savepoint of its own.
+            _execute_forgets([(request, done) for request, _batch, done in chosen])
+            succeeded = chosen
+        except ApplicationError:
+            # One request's forget failed as a whole (and so did the call, which changed nothing): each request
+            # again on its own, in its own savepoint, so that only the failing one stays due.
+            succeeded = []
+            for request, batch, done in chosen:
+                try:
+                    with transaction.atomic():  # a savepoint: this request's forgets, and nothing else's
+                        _execute_forgets([(request, done)])
+                except ApplicationError as exc:
+                    logger.warning("erasure request %s: execute failed (%s: %s); left for its own delivery",
+                                   request.pk, exc.code, exc.detail)
+                    if request is own:
+                        failed = exc
+                    continue
+                succeeded.append((request, batch, done))
+        for request, batch, done in succeeded:
             acted += done
             # The batch was the last when it was short and nothing in it has to be decided again.
             if done and (len(batch) == EXECUTE_BATCH or any(not item.decision for item in done)):
@@ -415,21 +427,32 @@ def _items_record(items: list[RequestItem]) -> None:
     RequestItem.objects.bulk_update([i for i in items if not i.decision], ["decision", "reason"])
 
 
-def _execute_group(request: SubjectRequest, items: list[RequestItem], decision: str, present: set[int]) -> None:
-    if not items:
-        return
-    by_id = {i.object_id: i for i in items}
-    for record_id in set(by_id) - present:
-        by_id[record_id].outcome = ItemOutcome.GONE
-    acted = sorted(set(by_id) & present)
-    if acted:
+def _execute_forgets(work: list[tuple[SubjectRequest, list[RequestItem]]]) -> None:
+    """The forgets of these requests' decided items (of one tenant): one forget per request and decision, all in
+    one `records_forget_many` call; then each item takes its outcome, event and tombstone (or, refused because
+    its lock changed since evaluation, is left to be decided again). Raises the call's ApplicationError with
+    nothing changed and no item touched."""
+    orders, applies = [], []
+    for request, done in work:
+        present = {i.object_id for i in done if i.present}
         restrict = request.type == RequestType.RESTRICTION
-        result = records_forget(
-            tenant=request.tenant, target=ForgetTarget(record_ids=tuple(acted)), mode=_MODE[decision],
-            derivatives_mode=ForgetMode.SOFT if restrict else ForgetMode.HARD, actor=f"request:{request.pk}",
-            reason=f"{request.get_regulation_display()} {request.get_type_display()} request {request.pk}",
-            authority=_authority(request), path="erasure_workflow",
-        )
+        for decision in (ItemDecision.ERASE, ItemDecision.REDACT, ItemDecision.HIDE):
+            by_id = {i.object_id: i for i in done if i.decision == decision}
+            acted = sorted(set(by_id) & present)
+            applies.append((by_id, present))
+            if acted:
+                orders.append(ForgetOrder(
+                    target=ForgetTarget(record_ids=tuple(acted)), mode=_MODE[decision],
+                    derivatives_mode=ForgetMode.SOFT if restrict else ForgetMode.HARD, actor=f"request:{request.pk}",
+                    reason=f"{request.get_regulation_display()} {request.get_type_display()} request {request.pk}",
+                    authority=_authority(request), path="erasure_workflow"))
+    results = iter(records_forget_many(tenant=work[0][0].tenant, orders=orders) if orders else ())
+    for by_id, present in applies:
+        for record_id in set(by_id) - present:
+            by_id[record_id].outcome = ItemOutcome.GONE
+        if not set(by_id) & present:
+            continue
+        result = next(results)
         for entry in result.results:
             item = by_id[entry["record_id"]]
             if entry["outcome"] == "refused":

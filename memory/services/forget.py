@@ -1,9 +1,11 @@
 """The one guarded destructive path. Every forget of records, whoever asks (the API, the admin,
-management commands, `QuerySet.delete()`, the sweeps), is decided and performed by `records_forget`.
+management commands, `QuerySet.delete()`, the sweeps), is decided and performed by `records_forget`, which
+is `records_forget_many` of one target (the erasure workflow forgets a group of requests' targets in one call).
 
 A forget reads the target rows, decides per record (`hidden` / `redacted` / `deleted` / `refused` with
-a machine-readable reason), writes the forget event and the signed tombstone, and only then runs the
-destructive statements, set-based, in batches, in the same transaction. Each destructive statement
+a machine-readable reason), writes the forget event and the signed tombstone (one each per target), and only
+then runs the destructive statements, set-based across the targets (each row stamped with its own target's
+event), in batches, in the same transaction. Each destructive statement
 repeats the lock condition in its WHERE clause and its row count is checked: if a lock changed between
 the read and the write (a hold placed meanwhile), the whole forget rolls back and is decided again.
 The database trigger (migration memory 0003) is the last line behind all of this.
@@ -11,7 +13,7 @@ The database trigger (migration memory 0003) is the last line behind all of this
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -19,7 +21,6 @@ from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Coalesce
-from django.db.models.sql import DeleteQuery
 from django.utils import timezone
 
 from memory import errors
@@ -116,6 +117,20 @@ class LockedRows(NamedTuple):
     rows: tuple[_Row, ...]
 
 
+@dataclass(frozen=True)
+class ForgetOrder:
+    """One target of `records_forget_many`, with everything `records_forget` takes for it (see there)."""
+    target: ForgetTarget
+    mode: str
+    actor: str
+    reason: str = ""
+    authority: str = ""
+    path: str = "api"
+    derivatives_mode: str | None = None
+    closes: list[dict] | None = None
+    locked: LockedRows | None = None
+
+
 def records_forget(
     *,
     tenant: Tenant,
@@ -129,7 +144,8 @@ def records_forget(
     closes: list[dict] | None = None,
     locked: LockedRows | None = None,
 ) -> ForgetResult:
-    """Decide and perform a forget of the target's records; the only function that destroys records.
+    """Decide and perform a forget of the target's records; the only function that destroys records
+    (a forget of one target through `records_forget_many`).
 
     `derivatives_mode` is what happens to the artifacts derived from the records acted on (by default
     the forget's own mode): an erasure workflow hides a locked record but erases its copies, which no
@@ -140,21 +156,47 @@ def records_forget(
     `locked`: the target's rows as the caller read them under lock in this transaction (`LockedRows`), so
     that they are not read again; used for the first attempt only.
     """
-    derivatives_mode = derivatives_mode or mode
-    if mode not in ForgetMode.values or derivatives_mode not in ForgetMode.values:
-        raise errors.invalid("invalid_mode", f"mode must be one of {ForgetMode.values}.")
-    if not isinstance(reason, str) or len(reason) > 2000:
-        raise errors.invalid("invalid_reason", "reason must be a string of at most 2000 characters.")
-    if locked is not None and (locked.tenant_id != tenant.pk or target.scope is not None or target.tag is not None
-                               or target.subjects or tuple(r.pk for r in locked.rows) != target.record_ids):
-        # A programming error, not a request's: the rows would not be the ones the target names.
-        raise ValueError("locked rows must be the listed records of the target, of this tenant, in id order")
+    order = ForgetOrder(target=target, mode=mode, actor=actor, reason=reason, authority=authority, path=path,
+                        derivatives_mode=derivatives_mode, closes=closes, locked=locked)
+    return records_forget_many(tenant=tenant, orders=[order])[0]
+
+
+def records_forget_many(*, tenant: Tenant, orders: list[ForgetOrder]) -> list[ForgetResult]:
+    """Forget several independent targets of one tenant in one call: each is decided on its own and gets its
+    own forget event and its own signed tombstone, exactly as `records_forget` of each would, but the
+    statements are set-based across them: one read of the listed targets' rows, one lineage query, one
+    INSERT of the events, one issue of the tombstones (one lock of the log), one destructive statement per
+    table and mode (per batch of BATCH_SIZE rows), each row with its own target's event.
+
+    All or nothing: when one target fails (unknown records, a lock that keeps changing, the guard trigger's
+    refusal), the call raises that error and nothing of any target is changed; the caller may forget the
+    targets one by one to learn which failed (the erasure workflow does). When a destructive statement comes
+    up short (a hold placed between the read and the write), every target is decided again.
+
+    The targets must not share records (a `ValueError`: a programming error). An artifact derived from
+    records of two targets goes with the first of them in `orders`, as it would if they were forgotten one
+    after the other with the first's derivatives erased; the later target does not list it.
+    """
+    normalized = []
+    for order in orders:
+        derivatives_mode = order.derivatives_mode or order.mode
+        if order.mode not in ForgetMode.values or derivatives_mode not in ForgetMode.values:
+            raise errors.invalid("invalid_mode", f"mode must be one of {ForgetMode.values}.")
+        if not isinstance(order.reason, str) or len(order.reason) > 2000:
+            raise errors.invalid("invalid_reason", "reason must be a string of at most 2000 characters.")
+        locked, target = order.locked, order.target
+        if locked is not None and (locked.tenant_id != tenant.pk or target.scope is not None
+                                   or target.tag is not None or target.subjects
+                                   or tuple(r.pk for r in locked.rows) != target.record_ids):
+            # A programming error, not a request's: the rows would not be the ones the target names.
+            raise ValueError("locked rows must be the listed records of the target, of this tenant, in id order")
+        normalized.append(replace(order, derivatives_mode=derivatives_mode))
+    if not normalized:
+        return []
     for attempt in range(MAX_ATTEMPTS):
         try:
             with transaction.atomic():
-                return _forget_once(tenant=tenant, target=target, mode=mode, actor=actor, reason=reason,
-                                    authority=authority, path=path, derivatives_mode=derivatives_mode,
-                                    closes=closes, locked=locked if attempt == 0 else None)
+                return _forget_once(tenant=tenant, orders=normalized, use_locked=attempt == 0)
         except _RowsChanged:
             if attempt == MAX_ATTEMPTS - 1:
                 raise errors.conflict("concurrent_change", "The records' locks kept changing during the forget; "
@@ -222,38 +264,82 @@ def records_refusals(*, tenant: Tenant, record_ids: list[int], mode: str) -> dic
     return _refusal_reasons(tenant, [r for r in rows if _decide(r, mode, now) == "refused"], mode, now)
 
 
-def _forget_once(*, tenant, target, mode, actor, reason, authority, path, derivatives_mode,
-                 closes=None, locked: LockedRows | None = None) -> ForgetResult:
-    now = timezone.now()
-    # Locked rows exist (they were read under lock in this transaction): no existence check, no second read.
-    rows = list(locked.rows) if locked is not None else _rows(target.records(tenant))
-    decided = {row.pk: _decide(row, mode, now) for row in rows}
-    refusals = _refusal_reasons(tenant, [r for r in rows if decided[r.pk] == "refused"], mode, now)
-    acted = [r for r in rows if decided[r.pk] != "refused"]
-    artifacts = _artifacts_of([r.pk for r in acted])
+@dataclass
+class _Plan:
+    """One target of a forget as decided: its rows, decisions, refusals, artifacts and event."""
+    order: ForgetOrder
+    rows: list[_Row]
+    decided: dict[int, str]
+    refusals: dict[int, dict]
+    acted: list[_Row]
+    artifacts: list["_Artifact"] = field(default_factory=list)
+    results: list[dict] = field(default_factory=list)
+    status: str = ""
+    event: ForgetEvent | None = None
+    deferred: list[dict] = field(default_factory=list)
 
-    results = [{"record_id": r.pk, "outcome": decided[r.pk], **({"reason": refusals[r.pk]} if r.pk in refusals else {})}
-               for r in rows]
-    status = (ForgetStatus.REFUSED if rows and not acted
-              else ForgetStatus.PARTIAL if refusals else ForgetStatus.FORGOTTEN)
-    tombstone_id = uuid.uuid4()
-    event = ForgetEvent.objects.create(
-        tenant=tenant, public_id=tombstone_id, actor=actor, path=path, target=target.describe(tenant), mode=mode,
-        reason=reason, status=status, created_at=now,
-        outcomes=_outcomes_by_kind(results),
-        artifacts={OUTCOME[derivatives_mode]: [a.pk for a in artifacts]} if artifacts else {},
-    )
-    issued = None
-    if acted:
-        deferred = _copies_track(tenant=tenant, artifacts=artifacts, rows={r.pk: r for r in acted},
-                                 mode=derivatives_mode, event=event, now=now)
-        issued = _tombstone_issue(tenant=tenant, event=event, rows=rows, decided=decided, refusals=refusals,
-                                  artifacts=artifacts, derivatives_mode=derivatives_mode, deferred=deferred,
-                                  authority=authority, now=now, closes=closes)
-    _execute(mode=mode, acted=acted, artifact_ids=[a.pk for a in artifacts],
-             derivatives_mode=derivatives_mode, event=event, now=now)
-    return ForgetResult(event=event, status=status, results=results, erasure_pending=bool(acted),
-                        tombstone_id=str(tombstone_id) if issued else None, artifacts=event.artifacts)
+
+def _forget_once(*, tenant, orders: list[ForgetOrder], use_locked: bool) -> list[ForgetResult]:
+    now = timezone.now()
+    plans = []
+    for order, rows in zip(orders, _targets_rows(tenant, orders, use_locked)):
+        mode = order.mode
+        decided = {row.pk: _decide(row, mode, now) for row in rows}
+        refusals = _refusal_reasons(tenant, [r for r in rows if decided[r.pk] == "refused"], mode, now)
+        plans.append(_Plan(order=order, rows=rows, decided=decided, refusals=refusals,
+                           acted=[r for r in rows if decided[r.pk] != "refused"]))
+    _artifacts_split(plans)
+
+    events = []
+    for plan in plans:
+        order, rows, decided, refusals = plan.order, plan.rows, plan.decided, plan.refusals
+        plan.results = [{"record_id": r.pk, "outcome": decided[r.pk],
+                         **({"reason": refusals[r.pk]} if r.pk in refusals else {})} for r in rows]
+        plan.status = (ForgetStatus.REFUSED if rows and not plan.acted
+                       else ForgetStatus.PARTIAL if refusals else ForgetStatus.FORGOTTEN)
+        plan.event = ForgetEvent(
+            tenant=tenant, public_id=uuid.uuid4(), actor=order.actor, path=order.path,
+            target=order.target.describe(tenant), mode=order.mode, reason=order.reason, status=plan.status,
+            created_at=now, outcomes=_outcomes_by_kind(plan.results),
+            artifacts={OUTCOME[order.derivatives_mode]: [a.pk for a in plan.artifacts]} if plan.artifacts else {},
+        )
+        events.append(plan.event)
+    ForgetEvent.objects.bulk_create(events)  # one INSERT ... RETURNING id: the handles
+    issuing = [plan for plan in plans if plan.acted]
+    if issuing:
+        _copies_track(tenant=tenant, plans=issuing, now=now)
+        _tombstone_issue(tenant=tenant, plans=issuing, now=now)
+    _execute(plans=plans, now=now)
+    return [ForgetResult(event=plan.event, status=plan.status, results=plan.results, erasure_pending=bool(plan.acted),
+                         tombstone_id=str(plan.event.public_id) if plan.acted else None,
+                         artifacts=plan.event.artifacts) for plan in plans]
+
+
+def _targets_rows(tenant: Tenant, orders: list[ForgetOrder], use_locked: bool) -> list[list[_Row]]:
+    """Each target's rows in id order. Rows read under lock by the caller are taken as they are (they exist: no
+    existence check, no second read); the listed records of all other targets are read in one query (per batch
+    of BATCH_SIZE ids), which also finds the unknown ones; a scope, tag or subjects target reads its own."""
+    listed = sorted({pk for order in orders if order.target.record_ids and not (use_locked and order.locked)
+                     for pk in order.target.record_ids})
+    found: dict[int, _Row] = {}
+    for batch in batches(listed, BATCH_SIZE):
+        found.update((row.pk, row) for row in _rows(Record.objects.filter(tenant=tenant, pk__any_of=batch)))
+    per_target, seen = [], set()
+    for order in orders:
+        target = order.target
+        if use_locked and order.locked is not None:
+            rows = list(order.locked.rows)
+        elif target.record_ids:
+            target.records_check(found)
+            rows = [found[pk] for pk in sorted(target.record_ids)]
+        else:
+            rows = _rows(target.records(tenant))
+        ids = {row.pk for row in rows}
+        if not seen.isdisjoint(ids):
+            raise ValueError("the targets of one forget must not share records")
+        seen |= ids
+        per_target.append(rows)
+    return per_target
 
 
 def _decide(row: _Row, mode: str, now: datetime) -> str:
@@ -332,7 +418,7 @@ class _Artifact(NamedTuple):
 # planner from making it a join of its choosing. With the batch's 10,000 lineage rows against an artifact table
 # of 200,000 (bench/bench_compaction.py), PostgreSQL chose a (parallel) hash join that reads both tables whole
 # for every batch: 75-85 ms against 25-35 ms; on a larger table the per-row lookup is the plan it would pick.
-_ARTIFACTS_SQL = (
+_LINEAGE_SQL = (
     f"SELECT l.artifact_id, a.kind, a.holder, l.source_id FROM {Lineage._meta.db_table} l "
     f"CROSS JOIN LATERAL (SELECT kind, holder FROM {DerivedArtifact._meta.db_table} "
     "WHERE id = l.artifact_id OFFSET 0) a "
@@ -349,7 +435,7 @@ def _artifacts_of(record_ids: list[int]) -> list[_Artifact]:
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 # The ids as one array literal, as `any_of` binds them (memory/lookups.py).
-                cursor.execute(_ARTIFACTS_SQL, ["{" + ",".join(map(str, batch)) + "}"])
+                cursor.execute(_LINEAGE_SQL, [_array(batch)])
                 lineage = cursor.fetchall()
         else:
             lineage = (Lineage.objects.filter(source_id__any_of=batch)
@@ -367,22 +453,37 @@ def _artifacts_of(record_ids: list[int]) -> list[_Artifact]:
     return artifacts
 
 
-def _copies_track(*, tenant, artifacts: list[_Artifact], rows: dict[int, "_Row"], mode: str, event, now) -> list[dict]:
+def _artifacts_split(plans: list[_Plan]) -> None:
+    """Each target's derived artifacts (of its records acted on), from one lineage query for all targets. An
+    artifact with sources in several targets goes with the first of them, with its sources in that target."""
+    target_of = {row.pk: index for index, plan in enumerate(plans) for row in plan.acted}
+    for artifact in _artifacts_of(sorted(target_of)):
+        first = min(target_of[source] for source in artifact.sources)
+        sources = [source for source in artifact.sources if target_of[source] == first]
+        plans[first].artifacts.append(artifact if len(sources) == len(artifact.sources)
+                                      else artifact._replace(sources=sources))
+
+
+def _copies_track(*, tenant, plans: list[_Plan], now) -> None:
     """Archive copies enter the deletion log that a restore replays; copies held by other agents are
-    notified and tracked until acknowledged. Returns the deferred items for the tombstone."""
-    ArchiveDeletion.objects.bulk_create([
-        ArchiveDeletion(tenant=tenant, record_id=source, artifact_id=a.pk, holder=a.holder,
-                        commitment=rows[source].commitment, forget_event=event, logged_at=now)
-        for a in artifacts if a.kind == ArtifactKind.ARCHIVE for source in a.sources
-    ], batch_size=BATCH_SIZE)
+    notified and tracked until acknowledged. Sets each target's deferred items for its tombstone. One INSERT
+    per table for all the targets."""
+    archived, notices = [], []
     deadline = now + FLEET_ACK_WINDOW
-    fleet = [a for a in artifacts if a.kind == ArtifactKind.FLEET_COPY]
-    FleetCopyNotice.objects.bulk_create([
-        FleetCopyNotice(tenant=tenant, artifact_id=a.pk, holder=a.holder, source_ids=a.sources, mode=mode,
-                        forget_event=event, notified_at=now, deadline=deadline) for a in fleet
-    ], batch_size=BATCH_SIZE)
-    return [{"item": f"fleet_copy:{a.pk}", "action": "acknowledge", "holder": a.holder,
-             "deadline": deadline.isoformat()} for a in fleet]
+    for plan in plans:
+        commitments = {r.pk: r.commitment for r in plan.acted}
+        event, mode = plan.event, plan.order.derivatives_mode
+        archived += [ArchiveDeletion(tenant=tenant, record_id=source, artifact_id=a.pk, holder=a.holder,
+                                     commitment=commitments[source], forget_event=event, logged_at=now)
+                     for a in plan.artifacts if a.kind == ArtifactKind.ARCHIVE for source in a.sources]
+        fleet = [a for a in plan.artifacts if a.kind == ArtifactKind.FLEET_COPY]
+        notices += [FleetCopyNotice(tenant=tenant, artifact_id=a.pk, holder=a.holder, source_ids=a.sources,
+                                    mode=mode, forget_event=event, notified_at=now, deadline=deadline)
+                    for a in fleet]
+        plan.deferred = [{"item": f"fleet_copy:{a.pk}", "action": "acknowledge", "holder": a.holder,
+                          "deadline": deadline.isoformat()} for a in fleet]
+    ArchiveDeletion.objects.bulk_create(archived, batch_size=BATCH_SIZE)
+    FleetCopyNotice.objects.bulk_create(notices, batch_size=BATCH_SIZE)
 
 
 def _outcomes_by_kind(results: list[dict]) -> dict:
@@ -395,10 +496,19 @@ def _outcomes_by_kind(results: list[dict]) -> dict:
     return outcomes
 
 
-def _tombstone_issue(*, tenant, event, rows, decided, refusals, artifacts, derivatives_mode, deferred, authority,
-                     now, closes=None):
-    from tombstones.services import tombstone_issue
+def _tombstone_issue(*, tenant, plans: list[_Plan], now) -> None:
+    """One signed tombstone per target, all issued by one `tombstones_issue_many` (one lock of the log)."""
+    from tombstones.services import TombstoneRequest, tombstones_issue_many
 
+    tombstones_issue_many(requests=[
+        TombstoneRequest(tombstone_id=plan.event.public_id, tenant_id=tenant.pk,
+                         statement=_statement(tenant=tenant, plan=plan, now=now),
+                         subject_salts={str(r.pk): r.salt for r in plan.acted})
+        for plan in plans])
+
+
+def _statement(*, tenant, plan: _Plan, now) -> dict:
+    event, rows, decided, refusals = plan.event, plan.rows, plan.decided, plan.refusals
     # A hidden record's content is purged later (compaction when no lock holds it, a deferred erasure when
     # its lock ends). Records due at the same time share one deferred item listing them (`items`, the form
     # `propagation.closes` uses): a bulk forget's 100,000 hidden records make a few items, not 100,000.
@@ -409,13 +519,14 @@ def _tombstone_issue(*, tenant, event, rows, decided, refusals, artifacts, deriv
             deadline = (None if row.held else row.retained_until.isoformat() if row.locked(now)
                         else compaction_deadline)
             purges.setdefault(deadline, []).append(f"record:{row.pk}")
-    deferred = list(deferred) + [
+    deferred = list(plan.deferred) + [
         {"items": items, "action": "purge_content", "deadline": deadline,
          **({"awaiting": "legal_hold_release"} if deadline is None else {})}
         for deadline, items in sorted(purges.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
     ]
-    statement = {
-        "request": {"actor": event.actor, "authority": authority or event.reason or "memory forget",
+    closes = plan.order.closes
+    return {
+        "request": {"actor": event.actor, "authority": plan.order.authority or event.reason or "memory forget",
                     "reason": event.reason, "path": event.path},
         "scope": {"tenant_id": str(tenant.pk), "target": event.target},
         "execution": {
@@ -428,16 +539,13 @@ def _tombstone_issue(*, tenant, event, rows, decided, refusals, artifacts, deriv
                          "reason": refusals[r.pk]["code"]} for r in rows],
         },
         "propagation": {
-            "derivatives": [{"artifact_id": str(a.pk), "kind": a.kind, "outcome": OUTCOME[derivatives_mode]}
-                            for a in artifacts],
+            "derivatives": [{"artifact_id": str(a.pk), "kind": a.kind, "outcome": OUTCOME[plan.order.derivatives_mode]}
+                            for a in plan.artifacts],
             "deferred": deferred,
             **({"closes": closes} if closes else {}),
         },
         "time": now.isoformat(),
     }
-    salts = {str(r.pk): r.salt for r in rows if decided[r.pk] != "refused"}
-    return tombstone_issue(tombstone_id=event.public_id, tenant_id=tenant.pk, statement=statement,
-                           subject_salts=salts)
 
 
 def lock_ended(now: datetime) -> Q:
@@ -445,9 +553,102 @@ def lock_ended(now: datetime) -> Q:
     return Q(held=False) & (Q(retained_until__isnull=True) | Q(retained_until__lte=now))
 
 
-def _execute(*, mode, acted, artifact_ids, derivatives_mode, event, now) -> None:
-    """The destructive statements: one per batch per table, each guarded and counted. Derivatives go
-    first, while their lineage still names them."""
+def _execute(*, plans: list[_Plan], now) -> None:
+    """The destructive statements, all guarded and counted: on PostgreSQL one per table and mode (per batch of
+    BATCH_SIZE rows) for all the targets, each row stamped with its own target's event; elsewhere (SQLite)
+    the statements of each target in turn. Derivatives go first, while their lineage still names them."""
+    if connections[Record.objects.db].vendor != "postgresql":
+        for plan in plans:
+            _execute_one(mode=plan.order.mode, acted=plan.acted, artifact_ids=[a.pk for a in plan.artifacts],
+                         derivatives_mode=plan.order.derivatives_mode, event=plan.event, now=now)
+        return
+    artifacts: dict[str, list[tuple[int, int]]] = {}
+    records: dict[str, list[tuple[int, int]]] = {}
+    for plan in plans:
+        order, event_id = plan.order, plan.event.pk
+        artifacts.setdefault(order.derivatives_mode, []).extend((a.pk, event_id) for a in plan.artifacts)
+        records.setdefault(order.mode, []).extend(
+            (r.pk, event_id) for r in plan.acted if not (order.mode == ForgetMode.SOFT and (r.forgotten or r.redacted)))
+    with connections[Record.objects.db].cursor() as cursor:
+        for mode, pairs in artifacts.items():
+            for batch in batches(pairs, BATCH_SIZE):
+                cursor.execute(_ARTIFACTS_SQL[mode], _pairs_params(mode, batch, now, artifacts=True))
+        for mode, pairs in records.items():
+            sql, lock_params = _records_sql(mode, now)
+            for batch in batches(pairs, BATCH_SIZE):
+                cursor.execute(sql, [*_pairs_params(mode, batch, now), *lock_params])
+                if cursor.rowcount != len(batch):
+                    raise _RowsChanged()
+
+
+def _array(values) -> str:
+    """A bigint array's text form, made in one join (as `any_of` binds it: psycopg adapts a list element by
+    element in Python)."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+_RECORDS = Record._meta.db_table
+_ARTIFACTS = DerivedArtifact._meta.db_table
+_PAIRS = "unnest(%s::bigint[], %s::bigint[]) AS v(id, event_id)"
+# PostgreSQL's statements per mode, each row's forget event from its own target (`v.event_id`). Parameters:
+# the ids, their events, then `now` as many times as the statement names it, then the lock condition's.
+_ARTIFACTS_SQL = {
+    ForgetMode.SOFT: f'UPDATE "{_ARTIFACTS}" SET forgotten_at = %s, forget_event_id = v.event_id FROM {_PAIRS} '
+                     f'WHERE "{_ARTIFACTS}".id = v.id AND "{_ARTIFACTS}".forgotten_at IS NULL',
+    ForgetMode.REDACT: f'UPDATE "{_ARTIFACTS}" SET content = \'\', vector = NULL, redacted_at = %s, '
+                       f'forgotten_at = COALESCE("{_ARTIFACTS}".forgotten_at, %s), forget_event_id = v.event_id '
+                       f'FROM {_PAIRS} WHERE "{_ARTIFACTS}".id = v.id',
+    # PostgreSQL's foreign key cascades to the lineage (migration memory 0003). A deleted artifact keeps no
+    # event, so only its id is bound, as a set to join (`IN (SELECT unnest(...))`), looked up by primary key one
+    # by one: with `id = ANY(...)` the planner scanned the whole artifact table for 5,000 ids when it is as small
+    # as the bench's 200,000 rows (bench/bench_compaction.py: median 45.6 ms a statement against 35.6 ms).
+    ForgetMode.HARD: f'DELETE FROM "{_ARTIFACTS}" WHERE id IN (SELECT unnest(%s::bigint[]))',
+}
+_NOW_PARAMS = {ForgetMode.SOFT: 1, ForgetMode.REDACT: 2, ForgetMode.HARD: 0}
+
+
+def _pairs_params(mode: str, pairs, now, *, artifacts: bool = False) -> list:
+    ids, events = zip(*pairs)
+    if mode == ForgetMode.HARD and artifacts:
+        return [_array(ids)]
+    # The UPDATEs name `now` before the FROM clause (the hard delete's INSERT names it after the WHERE).
+    return [*[now] * _NOW_PARAMS[mode], _array(ids), _array(events)]
+
+
+def _lock_where(condition: Q) -> tuple[str, list]:
+    """The lock condition as SQL on the records table (the same `Q` the ORM's statements use elsewhere)."""
+    query = Record.objects.filter(condition).query
+    compiler = query.get_compiler(connection=connections[Record.objects.db])
+    sql, params = compiler.compile(query.where)
+    return sql, list(params)
+
+
+def _records_sql(mode: str, now) -> tuple[str, list]:
+    """The records' statement for `mode` and the lock condition's parameters that follow the pairs'. Each
+    repeats the lock condition in its WHERE (the caller checks the row count): a hold placed since the rows
+    were read makes it come up short."""
+    if mode == ForgetMode.SOFT:  # permitted under any lock: the row and its content stay
+        return (f'UPDATE "{_RECORDS}" SET forgotten_at = %s, erasure_pending = true, forget_event_id = v.event_id '
+                f'FROM {_PAIRS} WHERE "{_RECORDS}".id = v.id'), []
+    if mode == ForgetMode.REDACT:
+        where, params = _lock_where(Q(held=False) & (lock_ended(now) | Q(lock_protects_content=False)))
+        return (f'UPDATE "{_RECORDS}" SET content = \'\', redacted_at = %s, '
+                f'forgotten_at = COALESCE("{_RECORDS}".forgotten_at, %s), erasure_pending = true, '
+                f'forget_event_id = v.event_id FROM {_PAIRS} WHERE "{_RECORDS}".id = v.id AND {where}'), params
+    # The DELETE's RETURNING feeds the INSERT of the DeletedRecord rows (the 410 answers), so they are
+    # exactly the rows deleted and the row count is the DELETE's; tags and lineage go by ON DELETE CASCADE
+    # (migration memory 0003).
+    where, params = _lock_where(lock_ended(now))
+    columns = ", ".join(_DELETED_COLUMNS)
+    return (f'WITH gone AS (DELETE FROM "{_RECORDS}" USING {_PAIRS} WHERE "{_RECORDS}".id = v.id AND {where} '
+            f'RETURNING "{_RECORDS}".id, "{_RECORDS}".tenant_id, "{_RECORDS}".scope_id, v.event_id) '
+            f'INSERT INTO "{DeletedRecord._meta.db_table}" ({columns}) '
+            f'SELECT id, tenant_id, scope_id, event_id, %s FROM gone'), [*params, now]
+
+
+def _execute_one(*, mode, acted, artifact_ids, derivatives_mode, event, now) -> None:
+    """One target's destructive statements through the ORM (SQLite): one per batch per table, each guarded
+    and counted. Derivatives go first, while their lineage still names them."""
     _artifacts_forget(artifact_ids, derivatives_mode, event, now)
     ids = [r.pk for r in acted if not (mode == ForgetMode.SOFT and (r.forgotten or r.redacted))]
     for batch in batches(ids, BATCH_SIZE):
@@ -470,26 +671,15 @@ _DELETED_COLUMNS = ("record_id", "tenant_id", "scope_id", "forget_event_id", "de
 
 def _records_delete(records, *, event, now) -> int:
     """DELETE the rows of `records` (whose WHERE clause carries the lock condition) with their tags and
-    lineage, and write a DeletedRecord row for each row deleted; returns how many were deleted.
+    lineage, and write a DeletedRecord row for each row deleted; returns how many were deleted. SQLite's (on
+    PostgreSQL, `_records_sql`'s one statement for all the targets).
 
-    No collector (PERFORMANCE.md: ~3x faster). On PostgreSQL it is one statement: the DELETE's RETURNING
-    feeds the INSERT of the DeletedRecord rows, so they are exactly the rows deleted and the row count is
-    the DELETE's; tags and lineage go by ON DELETE CASCADE (migration memory 0003). Elsewhere (SQLite,
-    whose foreign keys do not cascade): INSERT ... SELECT of the DeletedRecord rows, the tags and lineage,
-    then the guarded DELETE, whose row count is returned (the caller rolls everything back if it is short).
+    No collector (PERFORMANCE.md: ~3x faster). SQLite's foreign keys do not cascade: INSERT ... SELECT of the
+    DeletedRecord rows, the tags and lineage, then the guarded DELETE, whose row count is returned (the caller
+    rolls everything back if it is short).
     """
     connection = connections[records.db]
-    query = records.query.chain(klass=DeleteQuery)
-    delete_sql, delete_params = query.get_compiler(connection=connection).as_sql()
-    table = connection.ops.quote_name(Record._meta.db_table)
     columns = ", ".join(connection.ops.quote_name(c) for c in _DELETED_COLUMNS)
-    if connection.vendor == "postgresql":
-        sql = (f"WITH gone AS ({delete_sql} RETURNING {table}.id, {table}.tenant_id, {table}.scope_id) "
-               f"INSERT INTO {connection.ops.quote_name(DeletedRecord._meta.db_table)} ({columns}) "
-               "SELECT id, tenant_id, scope_id, %s, %s FROM gone")
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [*delete_params, event.pk, now])
-            return cursor.rowcount
     select_sql, select_params = records.values_list("pk", "tenant_id", "scope_id").query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {connection.ops.quote_name(DeletedRecord._meta.db_table)} ({columns}) "
@@ -501,15 +691,8 @@ def _records_delete(records, *, event, now) -> int:
     return records._raw_delete(records.db)
 
 
-# The ids as a set to join (`IN (SELECT unnest(...))`), looked up by primary key one by one. With `id = ANY(...)`
-# the planner scanned the whole artifact table for 5,000 ids when it is as small as the bench's 200,000 rows
-# (bench/bench_compaction.py: median 45.6 ms a statement against 35.6 ms); on a larger table both are index
-# lookups.
-_ARTIFACTS_DELETE_SQL = f"DELETE FROM {DerivedArtifact._meta.db_table} WHERE id IN (SELECT unnest(%s::bigint[]))"
-
-
 def _artifacts_forget(artifact_ids: list[int], mode: str, event, now) -> None:
-    cascades = connections[DerivedArtifact.objects.db].vendor == "postgresql"
+    """One target's artifacts through the ORM (SQLite; on PostgreSQL, `_ARTIFACTS_SQL` for all the targets)."""
     for batch in batches(artifact_ids, BATCH_SIZE):
         artifacts = DerivedArtifact.objects.filter(pk__any_of=batch)
         if mode == ForgetMode.SOFT:
@@ -517,10 +700,7 @@ def _artifacts_forget(artifact_ids: list[int], mode: str, event, now) -> None:
         elif mode == ForgetMode.REDACT:
             artifacts.update(content="", vector=None, redacted_at=now, forgotten_at=Coalesce("forgotten_at", Value(now)),
                              forget_event=event)
-        elif cascades:  # PostgreSQL's foreign key cascades to the lineage (migration memory 0003)
-            with connections[DerivedArtifact.objects.db].cursor() as cursor:
-                cursor.execute(_ARTIFACTS_DELETE_SQL, ["{" + ",".join(map(str, batch)) + "}"])
-        else:
+        else:  # SQLite's foreign keys do not cascade
             Lineage.objects.filter(artifact_id__any_of=batch)._raw_delete(Lineage.objects.db)
             artifacts._raw_delete(DerivedArtifact.objects.db)
 

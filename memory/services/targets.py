@@ -56,11 +56,7 @@ class ForgetTarget:
         records = Record.objects.filter(tenant=tenant)
         if self.record_ids:
             # any_of: the ids as one bound array on PostgreSQL (memory/lookups.py), not one literal each.
-            found = set(records.filter(pk__any_of=self.record_ids).values_list("pk", flat=True))
-            if len(found) != len(self.record_ids):
-                missing = sorted(set(self.record_ids) - found)
-                raise errors.not_found("Some records do not exist (or belong to another tenant).",
-                                       record_ids=missing[:100])
+            self.records_check(set(records.filter(pk__any_of=self.record_ids).values_list("pk", flat=True)))
             return records.filter(pk__any_of=self.record_ids)
         if self.scope is not None:
             return records.filter(scope_id__in=scope_descendant_ids(scope_get(tenant=tenant, path=self.scope)))
@@ -71,6 +67,14 @@ class ForgetTarget:
         if len(subject_ids) != len(self.subjects):
             raise errors.not_found("Some subjects are unknown to this tenant.")
         return records.filter(subject_id__any_of=subject_ids)
+
+    def records_check(self, found) -> None:
+        """`not_found` unless every listed record is among `found` (the ids of the tenant's records that a
+        query for them found)."""
+        if len(self.record_ids) != len(set(self.record_ids)) or any(pk not in found for pk in self.record_ids):
+            missing = sorted(set(self.record_ids) - set(found))
+            raise errors.not_found("Some records do not exist (or belong to another tenant).",
+                                   record_ids=missing[:100])
 
     def _subject_ids(self, tenant: Tenant) -> list[int]:
         # Up to MAX_TARGET_ITEMS references: one array parameter (`any_of`) on PostgreSQL, not 10,000.

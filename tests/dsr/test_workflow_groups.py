@@ -148,23 +148,22 @@ def test_a_crash_mid_group_rolls_the_groups_step_back_and_a_rerun_completes_it(m
     first = made[0][1]
     workflow.step_plan(request_id=first.pk)
     calls = []
-    real_forget = workflow.records_forget
+    real_forget = workflow.records_forget_many
 
-    def dies_on_the_third_forget(**kwargs):
-        calls.append(kwargs["actor"])
-        if len(calls) == 3:  # the second request's first forget: the first request's two are done
-            raise RuntimeError("worker lost its database in the middle of the group")
-        return real_forget(**kwargs)
+    def dies_after_the_forgets(**kwargs):
+        calls.append([order.actor for order in kwargs["orders"]])
+        real_forget(**kwargs)  # the group's forgets are written (events, tombstones, deletes), then:
+        raise RuntimeError("worker lost its database in the middle of the group")
 
-    monkeypatch.setattr(workflow, "records_forget", dies_on_the_third_forget)
+    monkeypatch.setattr(workflow, "records_forget_many", dies_after_the_forgets)
     with pytest.raises(RuntimeError):
         workflow.step_execute(request_id=first.pk)
 
-    assert calls[:2] == [f"request:{first.pk}"] * 2
+    assert len(calls) == 1 and calls[0][:2] == [f"request:{first.pk}"] * 2 and len(calls[0]) == 2 * len(made)
     assert not ForgetEvent.objects.exists() and not Tombstone.objects.exists()
     assert not RequestItem.objects.exclude(outcome=ItemOutcome.PENDING).filter(kind="record").exists()
     assert not SubjectRequest.objects.filter(executed_at__isnull=False).exists()
-    monkeypatch.setattr(workflow, "records_forget", real_forget)
+    monkeypatch.setattr(workflow, "records_forget_many", real_forget)
 
     run_to_end(first.pk)
 
@@ -177,14 +176,16 @@ def test_a_request_whose_forget_fails_is_left_due_and_the_others_commit(mailoutb
     made = started_requests()
     (_, first), (_, failing), (_, third) = made
     workflow.step_plan(request_id=first.pk)
-    real_forget = workflow.records_forget
+    real_forget = workflow.records_forget_many
+    calls = []
 
     def refuses_one_request(**kwargs):
-        if kwargs["actor"] == f"request:{failing.pk}":
+        calls.append(len(kwargs["orders"]))
+        if any(order.actor == f"request:{failing.pk}" for order in kwargs["orders"]):
             raise memory_errors.conflict("concurrent_change", "The records' locks kept changing during the forget.")
         return real_forget(**kwargs)
 
-    monkeypatch.setattr(workflow, "records_forget", refuses_one_request)
+    monkeypatch.setattr(workflow, "records_forget_many", refuses_one_request)
     assert workflow.step_execute(request_id=first.pk).next_step == workflow.CONFIRM
     with pytest.raises(ApplicationError) as raised:  # its own delivery says why, as before grouping
         workflow.step_execute(request_id=failing.pk)
@@ -195,7 +196,9 @@ def test_a_request_whose_forget_fails_is_left_due_and_the_others_commit(mailoutb
     assert not ForgetEvent.objects.filter(actor=f"request:{failing.pk}").exists()
     assert not RequestItem.objects.filter(request=failing).exclude(outcome=ItemOutcome.PENDING).filter(
         kind="record").exists()
-    monkeypatch.setattr(workflow, "records_forget", real_forget)
+    # The group's one call failed as a whole; then each request was forgotten on its own.
+    assert calls[:4] == [6, 2, 2, 2]
+    monkeypatch.setattr(workflow, "records_forget_many", real_forget)
 
     run_to_end(failing.pk)
 

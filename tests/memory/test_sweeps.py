@@ -146,7 +146,7 @@ def test_locked_rows_that_went_stale_are_decided_again_and_the_held_one_survives
     ids = hidden_rows_insert(tenant, 4)
     attempts = []
     real_once = forget_module._forget_once
-    monkeypatch.setattr(forget_module, "_forget_once", lambda **kw: attempts.append(kw["locked"]) or real_once(**kw))
+    monkeypatch.setattr(forget_module, "_forget_once", lambda **kw: attempts.append(kw["use_locked"] and kw["orders"][0].locked) or real_once(**kw))
 
     with transaction.atomic():
         locked = _claimed(tenant, ids)
@@ -155,7 +155,7 @@ def test_locked_rows_that_went_stale_are_decided_again_and_the_held_one_survives
         result = records_forget(tenant=tenant, target=ForgetTarget(record_ids=tuple(ids)), mode="hard",
                                 actor="test", locked=locked)
 
-    assert attempts[0] is locked and attempts[1] is None and len(attempts) == 2
+    assert attempts[0] is locked and attempts[1] is False and len(attempts) == 2
     assert [r["outcome"] for r in result.results] == ["deleted", "refused", "deleted", "deleted"]
     assert result.results[1]["reason"]["code"] == "legal_hold"
     assert list(Record.objects.filter(pk__in=ids).values_list("pk", flat=True)) == [ids[1]]
