@@ -134,6 +134,28 @@ class Served:
             pass
 
 
+def _started_with(var_dir: Path) -> list[int]:
+    """The pids of processes whose environment names this var dir: every process serve_embedded started,
+    children's children too (the worker's beat scheduler is a process Celery forks)."""
+    marker = f"LEDGER_VAR_DIR={var_dir}".encode()
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker in environ.read_bytes().split(b"\0"):
+                pids.append(int(environ.parent.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return pids
+
+
+def _none_left(var_dir: Path, timeout: float = STOP_TIMEOUT) -> list[int]:
+    """Wait until no process started with `var_dir` is left; returns those still there at the timeout."""
+    deadline = time.monotonic() + timeout
+    while (left := _started_with(var_dir)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
 def _gone(pids, timeout: float = STOP_TIMEOUT) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -181,6 +203,7 @@ def test_embedded_default_serves_the_api_runs_a_worker_and_stops_cleanly(tmp_pat
         # Then: the command stops both children and exits 0
         assert served.proc.wait(timeout=STOP_TIMEOUT) == 0, served.output[-5000:]
         assert _gone(pids.values()), f"children left behind: {pids}"
+        assert not _none_left(tmp_path), "processes left behind (the beat scheduler?)"
         assert "Stopped: worker and web server are gone." in served.output
     finally:
         served.cleanup(pids.values())
@@ -211,6 +234,8 @@ def test_worker_death_stops_the_web_server_and_exits_nonzero(tmp_path):
         # Then: the web server is stopped too and the command exits non-zero
         assert served.proc.wait(timeout=STOP_TIMEOUT) != 0, served.output[-5000:]
         assert _gone(pids.values()), f"children left behind: {pids}"
+        # and so is the worker's beat scheduler, a process of its own that outlived the worker's SIGKILL
+        assert not _none_left(tmp_path), "processes left behind (the beat scheduler?)"
         assert re.search(r"the worker exited with code -9", served.output)
     finally:
         served.cleanup(pids.values())

@@ -73,6 +73,15 @@ def _child_setup() -> None:  # pragma: no cover - runs in the child between fork
             pass
 
 
+def _group_signal(pgid: int, signum: int) -> bool:
+    """Send `signum` to a process group (0: only ask whether it still has a process); False when it has none."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 class Command(BaseCommand):
     help = ("Run the service on the embedded default (SQLite, Kombu's filesystem broker): migrate, load the "
             "demo data, print an admin login and API tokens, run a Celery worker and the web server.")
@@ -170,18 +179,20 @@ class Command(BaseCommand):
             return None
 
     def _stop(self, children: dict[str, subprocess.Popen]) -> None:
-        alive = {name: proc for name, proc in children.items() if proc.poll() is None}
-        for name, proc in alive.items():
-            self.stdout.write(f"stopping the {name} (pid {proc.pid})")
-            proc.send_signal(signal.SIGTERM)
+        """SIGTERM to each child's whole process group, then SIGKILL to what is left after STOP_GRACE (or at
+        another Ctrl-C). The group, not the child alone: the worker's beat scheduler is a process of its own
+        (Celery forks it), and a worker killed outright leaves it running, still sending scheduled sweeps."""
+        for name, proc in children.items():
+            if _group_signal(proc.pid, signal.SIGTERM):
+                self.stdout.write(f"stopping the {name} (pid {proc.pid})")
         signals_before = self._signals
         deadline = time.monotonic() + STOP_GRACE
-        for name, proc in alive.items():
-            while proc.poll() is None:
+        for name, proc in children.items():
+            while proc.poll() is None or _group_signal(proc.pid, 0):
                 # Another Ctrl-C (or the grace running out) kills what is left.
                 if time.monotonic() > deadline or self._signals > signals_before:
-                    self.stderr.write(f"killing the {name} (pid {proc.pid})")
-                    proc.kill()
+                    self.stderr.write(f"killing what is left of the {name} (process group {proc.pid})")
+                    _group_signal(proc.pid, signal.SIGKILL)
                     proc.wait()
                     break
                 time.sleep(POLL)
