@@ -48,7 +48,8 @@ def log_size() -> int:
     return head.size if head else 0
 
 
-def _stored(nodes: set[merkle.Node]) -> dict[merkle.Node, bytes]:
+def nodes_stored(nodes: set[merkle.Node]) -> dict[merkle.Node, bytes]:
+    """The stored hashes of these log nodes, in one query (proofs and receipts read them)."""
     if not nodes:
         return {}
     rows = LogNode.objects.filter(pk__in=sorted(nodes)).values_list("level", "node_index", "hash")
@@ -66,7 +67,7 @@ def inclusion_proof_get(*, leaf_index: int, tree_size: int) -> list[bytes]:
     _check_size(tree_size, "tree_size")
     if not 0 <= leaf_index < tree_size:
         raise TombstoneError("invalid_parameter", "The leaf is not in a tree of that size.", {"parameter": "tree_size"})
-    return merkle.inclusion_proof(leaf_index, tree_size, _stored(merkle.inclusion_nodes(leaf_index, tree_size)))
+    return merkle.inclusion_proof(leaf_index, tree_size, nodes_stored(merkle.inclusion_nodes(leaf_index, tree_size)))
 
 
 def consistency_proof_get(*, first: int, second: int) -> list[bytes]:
@@ -75,9 +76,9 @@ def consistency_proof_get(*, first: int, second: int) -> list[bytes]:
     if not 0 < first <= second:
         raise TombstoneError("invalid_parameter", "A consistency proof needs 0 < first <= second.",
                              {"parameter": "first"})
-    return merkle.consistency_proof(first, second, _stored(merkle.consistency_nodes(first, second)))
+    return merkle.consistency_proof(first, second, nodes_stored(merkle.consistency_nodes(first, second)))
 
 
 def log_root_at(*, tree_size: int) -> bytes:
     _check_size(tree_size, "tree_size")
-    return merkle.range_hash(0, tree_size, _stored(set(merkle.root_nodes(tree_size))))
+    return merkle.range_hash(0, tree_size, nodes_stored(set(merkle.root_nodes(tree_size))))

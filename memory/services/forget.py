@@ -38,7 +38,7 @@ from memory.models import (
     RecordTag,
     Tenant,
 )
-from memory.lookups import batches
+from memory.lookups import array_literal, batches
 from memory.services.targets import MAX_TARGET_ITEMS, ForgetTarget
 from retention.locks import class_locks, hold_covered_records
 from retention.models import LegalHold
@@ -226,10 +226,11 @@ def guard_values(records, *extra: str):
     ).values_list(*extra, *_ROW_FIELDS)
 
 
-def _fetch(query) -> list[tuple]:
-    """The rows of a `values_list` query of plain columns (numbers, text, booleans, times; no JSON). On
-    PostgreSQL they come straight off the cursor: Django's per-row iteration cost more than the query itself
-    in bulk forgets. SQLite answers booleans as 0/1 and times as text: Django converts them."""
+def guard_fetch(query) -> list[tuple]:
+    """The rows of a `values_list` query of plain columns (numbers, text, booleans, times; no JSON), such as
+    `guard_values`'s, in one query. On PostgreSQL they come straight off the cursor: Django's per-row iteration
+    cost more than the query itself in bulk forgets. SQLite answers booleans as 0/1 and times as text: Django
+    converts them."""
     connection = connections[query.db]
     if connection.vendor != "postgresql":
         return list(query)
@@ -237,11 +238,6 @@ def _fetch(query) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
-
-
-def guard_fetch(query) -> list[tuple]:
-    """The rows of a `guard_values` query, in one query."""
-    return _fetch(query)
 
 
 def guard_row(values: tuple) -> _Row:
@@ -435,7 +431,7 @@ def _artifacts_of(record_ids: list[int]) -> list[_Artifact]:
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 # The ids as one array literal, as `any_of` binds them (memory/lookups.py).
-                cursor.execute(_LINEAGE_SQL, [_array(batch)])
+                cursor.execute(_LINEAGE_SQL, [array_literal(batch)])
                 lineage = cursor.fetchall()
         else:
             lineage = (Lineage.objects.filter(source_id__any_of=batch)
@@ -581,12 +577,6 @@ def _execute(*, plans: list[_Plan], now) -> None:
                     raise _RowsChanged()
 
 
-def _array(values) -> str:
-    """A bigint array's text form, made in one join (as `any_of` binds it: psycopg adapts a list element by
-    element in Python)."""
-    return "{" + ",".join(map(str, values)) + "}"
-
-
 _RECORDS = Record._meta.db_table
 _ARTIFACTS = DerivedArtifact._meta.db_table
 _PAIRS = "unnest(%s::bigint[], %s::bigint[]) AS v(id, event_id)"
@@ -610,9 +600,9 @@ _NOW_PARAMS = {ForgetMode.SOFT: 1, ForgetMode.REDACT: 2, ForgetMode.HARD: 0}
 def _pairs_params(mode: str, pairs, now, *, artifacts: bool = False) -> list:
     ids, events = zip(*pairs)
     if mode == ForgetMode.HARD and artifacts:
-        return [_array(ids)]
+        return [array_literal(ids)]
     # The UPDATEs name `now` before the FROM clause (the hard delete's INSERT names it after the WHERE).
-    return [*[now] * _NOW_PARAMS[mode], _array(ids), _array(events)]
+    return [*[now] * _NOW_PARAMS[mode], array_literal(ids), array_literal(events)]
 
 
 def _lock_where(condition: Q) -> tuple[str, list]:

@@ -64,10 +64,14 @@ class BatchResult:
 def claim(queryset: QuerySet, *, after: int | None, limit: int, fields: tuple[str, ...]) -> list[tuple]:
     """Lock and return up to `limit` rows of `queryset` past `after`, by id; rows another transaction holds
     are skipped, not waited for. Must run inside the caller's transaction (the locks last until it ends)."""
+    return list(_claimable(queryset, after).order_by("pk").values_list(*fields)[:limit])
+
+
+def _claimable(queryset: QuerySet, after: int | None) -> QuerySet:
+    """The rows past `after`, locked as they are read, skipping those another transaction holds."""
     if after is not None:
         queryset = queryset.filter(pk__gt=after)
-    return list(queryset.order_by("pk").select_for_update(skip_locked=True, of=("self",))
-                .values_list(*fields)[:limit])
+    return queryset.select_for_update(skip_locked=True, of=("self",))
 
 
 def claim_rows(queryset: QuerySet, *, after: int | None, limit: int,
@@ -75,9 +79,7 @@ def claim_rows(queryset: QuerySet, *, after: int | None, limit: int,
     """`claim` for records a sweep hands to `records_forget`: per row, the `fields` asked for and what the guard
     reads of it, read by the same locking SELECT, so that the forget need not read the rows again
     (`records_forget(locked=LockedRows(...))`)."""
-    if after is not None:
-        queryset = queryset.filter(pk__gt=after)
-    query = guard_values(queryset.select_for_update(skip_locked=True, of=("self",)), *fields)[:limit]
+    query = guard_values(_claimable(queryset, after), *fields)[:limit]  # in id order
     width = len(fields)
     return [(row[:width], guard_row(row[width:])) for row in guard_fetch(query)]
 

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from memory.lookups import array_literal
+
 from .. import merkle
 from ..models import Checkpoint, KeyPurpose, LogHead, LogNode, SigningKey, Tombstone
 from ..note import checkpoint_body, note_sign
@@ -48,7 +50,7 @@ def log_lock(*, tombstone_ids: Sequence[uuid.UUID | str] = (), key_purpose: str 
     issued = "1 = 0"
     if tombstone_ids and postgresql:  # one array literal: no quoting per id
         issued = f"EXISTS (SELECT 1 FROM {Tombstone._meta.db_table} WHERE id = ANY(%s::uuid[]))"
-        params.append("{" + ",".join(map(str, tombstone_ids)) + "}")
+        params.append(array_literal(tombstone_ids))
     elif tombstone_ids:
         pk = Tombstone._meta.pk
         issued = (f"EXISTS (SELECT 1 FROM {Tombstone._meta.db_table} "

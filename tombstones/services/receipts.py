@@ -10,8 +10,7 @@ from ..dsse import b64encode
 from ..errors import TombstoneError
 from ..models import Checkpoint, Tombstone, TombstoneSalts
 from ..receipt import RECEIPT_FORMAT, Malformed, Receipt, receipt_parse
-from ..selectors import (_stored, consistency_proof_get, envelope_of, inclusion_proof_get, keys_published,
-                         tombstone_get)
+from ..selectors import consistency_proof_get, envelope_of, keys_published, nodes_stored, tombstone_get
 from ..verification import REASONS, Report, verify_receipt
 from .log import checkpoint_sign
 
@@ -20,25 +19,11 @@ def receipt_build(*, tombstone_id: uuid.UUID | str, include_salts: bool = True) 
     """The receipt: the envelope, its inclusion proof, the checkpoint it is proven against, the salts.
 
     The checkpoint is the earliest one that covers the tombstone (a new one is signed if none does yet),
-    so that the receipt proves as early a logging time as the log can.
+    so that the receipt proves as early a logging time as the log can. `receipts_build` of one tombstone.
     """
-    tombstone = tombstone_get(tombstone_id=tombstone_id)
-    checkpoint = (Checkpoint.objects.filter(tree_size__gt=tombstone.leaf_index).order_by("tree_size").first()
-                  or checkpoint_sign())
-    proof = inclusion_proof_get(leaf_index=tombstone.leaf_index, tree_size=checkpoint.tree_size)
-    receipt = {
-        "format": RECEIPT_FORMAT,
-        "tombstone_id": str(tombstone.id),
-        "envelope": envelope_of(tombstone),
-        "inclusion": {"leaf_index": tombstone.leaf_index, "tree_size": checkpoint.tree_size,
-                      "hashes": [b64encode(h) for h in proof]},
-        "checkpoint": checkpoint.note,
-    }
-    if include_salts:
-        stored = TombstoneSalts.objects.filter(tombstone=tombstone).values_list("salts", flat=True).first()
-        receipt["salts"] = dict(sorted((stored or {}).items()))
+    receipts = receipts_build(tombstone_ids=[tombstone_id], include_salts=include_salts)
+    (receipt,) = receipts.values()
     return receipt
-
 
 
 def receipts_build(*, tombstone_ids: list[uuid.UUID | str], include_salts: bool = True) -> dict[str, dict]:
@@ -64,7 +49,7 @@ def receipts_build(*, tombstone_ids: list[uuid.UUID | str], include_salts: bool 
     checkpoint = (Checkpoint.objects.filter(tree_size__gt=last).order_by("tree_size").first() or checkpoint_sign())
     size = checkpoint.tree_size
     needed = set().union(*(merkle.inclusion_nodes(t.leaf_index, size) for t in tombstones.values()))
-    nodes = _stored(needed)
+    nodes = nodes_stored(needed)
     salts = dict(TombstoneSalts.objects.filter(tombstone__in=wanted).values_list("tombstone_id", "salts")) \
         if include_salts else {}
     receipts = {}

@@ -91,13 +91,6 @@ class RowWrites:
                 params = params[count:]
 
 
-def rows_insert(*, model, columns: list[str], rows: list[tuple]) -> None:
-    """Insert these rows now (see `RowWrites`)."""
-    writes = RowWrites()
-    writes.insert(model=model, columns=columns, rows=rows)
-    writes.send()
-
-
 def _names(model, columns: list[str]) -> str:
     return ", ".join(connection.ops.quote_name(model._meta.get_field(c).column) for c in columns)
 

@@ -74,7 +74,7 @@ def _records(execution: dict) -> list[dict]:
         if not RECORD_REQUIRED <= record.keys() <= RECORD_FIELDS:
             raise _invalid(f"execution.records[{index}]",
                            f"a record has {sorted(RECORD_REQUIRED)} and may have tier and reason")
-        if type(record["record_id"]) is not str and not isinstance(record["record_id"], str):
+        if not isinstance(record["record_id"], str):
             raise _invalid(f"execution.records[{index}].record_id", "must be a string")
         commitment = record["commitment"]
         if type(commitment) is str and len(commitment) == 64 and not commitment.strip(HEX_LOWER):
