@@ -36,10 +36,12 @@ Each round, in alternating order:
   sweep xN (with --workers N): N processes, forked once Django is set up, each running `sweep_run_sync` at
          once over the same rows (the design's scale-out: they share the work through SKIP LOCKED); timed from
          when all are ready to when the last is done. Reported apart: the goal's figure is one worker's.
-Rows per second count records (the 100,000), medians over the rounds; the ratio is sweep / raw (goal 0.5). The
-side that runs second in a round runs slower (both sides, by 20-50%: caches the first side warmed for itself),
-so the rounds must be even (4 by default) for each side to run first as often as second; the script also
-prints the ratio among first runs and among second runs.
+Rows per second count records (the 100,000), medians over the rounds; the ratio is sweep / raw (goal 0.5). Each
+reset flips where the 100,000 rows sit: re-inserted at the table's end (~7,500 heap pages) or, after the next
+purge and VACUUM, into the free space spread over the table (~64,000 pages, where each side first writes ~450 MB
+of full-page images after the CHECKPOINT: both sides by 30-50% slower). Every round's first side meets one layout
+and its second side the other, so the rounds must be even (4 by default) for each side to meet each layout as
+often; the script also prints the ratio among first runs and among second runs (one layout each).
 Each sweep line also gives the CPU time of the process(es) running it: steadier than wall time under load.
 Latest figures, the profile and what stands between them and the goal: bench/README.md.
 
@@ -350,12 +352,13 @@ def main() -> None:
 
     sweep, raw = statistics.median(rates["sweep"]), statistics.median(rates["raw"])
     ratio = sweep / raw
-    # Whichever side runs second in a round runs slower (measured: the raw DELETEs 2.0 s first, 3.2 s second; the
-    # sweep 6.0 s and 7.3 s), so the medians compare like with like only when each side ran first as often as
-    # second: with an odd number of rounds the sweep runs first once more than the raw side does, which favours it.
+    # The first and the second side of every round meet the store's two layouts (see the docstring; measured: the
+    # raw DELETEs 2.0 s on one, 3.2 s on the other), so the medians compare like with like only when each side ran
+    # first as often as second: with an odd number of rounds the sweep meets one layout once more than the raw side.
     if args.rounds % 2:
         print(f"\nnote: {args.rounds} rounds is odd: the sweep ran first once more than the raw side, and the side "
-              "that runs first in a round is faster; use an even --rounds for the goal's figure")
+              "that runs first in a round meets another layout of the store than the second; use an even --rounds for the "
+              "goal's figure")
     for position, label in ((0, "first"), (1, "second")):
         sides = {side: [rate for number, rate in enumerate(rates[side], 1)
                         if (order_of(number).index(side) == position)] for side in ("sweep", "raw")}

@@ -452,12 +452,19 @@ def _artifacts_of(record_ids: list[int]) -> list[_Artifact]:
 def _artifacts_split(plans: list[_Plan]) -> None:
     """Each target's derived artifacts (of its records acted on), from one lineage query for all targets. An
     artifact with sources in several targets goes with the first of them, with its sources in that target."""
+    acting = [plan for plan in plans if plan.acted]
+    if len(acting) == 1:  # a single forget, a sweep batch: every artifact found is its, with all its sources
+        acting[0].artifacts = _artifacts_of([row.pk for row in acting[0].acted])  # rows are in id order
+        return
     target_of = {row.pk: index for index, plan in enumerate(plans) for row in plan.acted}
     for artifact in _artifacts_of(sorted(target_of)):
         first = min(target_of[source] for source in artifact.sources)
         sources = [source for source in artifact.sources if target_of[source] == first]
         plans[first].artifacts.append(artifact if len(sources) == len(artifact.sources)
                                       else artifact._replace(sources=sources))
+
+
+_TRACKED_KINDS = frozenset({ArtifactKind.ARCHIVE.value, ArtifactKind.FLEET_COPY.value})
 
 
 def _copies_track(*, tenant, plans: list[_Plan], now) -> None:
@@ -467,12 +474,15 @@ def _copies_track(*, tenant, plans: list[_Plan], now) -> None:
     archived, notices = [], []
     deadline = now + FLEET_ACK_WINDOW
     for plan in plans:
-        commitments = {r.pk: r.commitment for r in plan.acted}
+        # One pass over the artifacts (a sweep batch has 10,000, of which usually none is tracked).
+        tracked = [a for a in plan.artifacts if a.kind in _TRACKED_KINDS]
+        archives = [a for a in tracked if a.kind == ArtifactKind.ARCHIVE]
+        commitments = {r.pk: r.commitment for r in plan.acted} if archives else {}
         event, mode = plan.event, plan.order.derivatives_mode
         archived += [ArchiveDeletion(tenant=tenant, record_id=source, artifact_id=a.pk, holder=a.holder,
                                      commitment=commitments[source], forget_event=event, logged_at=now)
-                     for a in plan.artifacts if a.kind == ArtifactKind.ARCHIVE for source in a.sources]
-        fleet = [a for a in plan.artifacts if a.kind == ArtifactKind.FLEET_COPY]
+                     for a in archives for source in a.sources]
+        fleet = [a for a in tracked if a.kind == ArtifactKind.FLEET_COPY]
         notices += [FleetCopyNotice(tenant=tenant, artifact_id=a.pk, holder=a.holder, source_ids=a.sources,
                                     mode=mode, forget_event=event, notified_at=now, deadline=deadline)
                     for a in fleet]
@@ -521,12 +531,16 @@ def _statement(*, tenant, plan: _Plan, now) -> dict:
         for deadline, items in sorted(purges.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
     ]
     closes = plan.order.closes
+    derivatives_outcome = OUTCOME[plan.order.derivatives_mode]
     return {
         "request": {"actor": event.actor, "authority": plan.order.authority or event.reason or "memory forget",
                     "reason": event.reason, "path": event.path},
         "scope": {"tenant_id": str(tenant.pk), "target": event.target},
         "execution": {
-            "mode": event.mode,
+            # The mode's plain string, not the ForgetMode member callers pass: canonical_json's fast path takes
+            # exact JSON types only, and one str subclass sent the whole statement (5,000 records and 10,000
+            # artifacts a sweep batch) through its Python walk and json.dumps: ~45 ms of CPU a batch.
+            "mode": str(event.mode),
             "path": event.path,
             "handle": str(event.pk),
             "records": [{"record_id": str(r.pk), "commitment": r.commitment, "tier": r.tier, "outcome": decided[r.pk]}
@@ -535,7 +549,7 @@ def _statement(*, tenant, plan: _Plan, now) -> dict:
                          "reason": refusals[r.pk]["code"]} for r in rows],
         },
         "propagation": {
-            "derivatives": [{"artifact_id": str(a.pk), "kind": a.kind, "outcome": OUTCOME[plan.order.derivatives_mode]}
+            "derivatives": [{"artifact_id": str(a.pk), "kind": a.kind, "outcome": derivatives_outcome}
                             for a in plan.artifacts],
             "deferred": deferred,
             **({"closes": closes} if closes else {}),

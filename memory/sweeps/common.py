@@ -103,10 +103,12 @@ def closes_of(record_events: list[tuple[int, int | None]], action: str) -> list[
     for record_id, event_id in record_events:
         if event_id:
             by_event[event_id].append(record_id)
-    events = ForgetEvent.objects.in_bulk(list(by_event))
-    return [{"tombstone_id": str(events[event_id].public_id), "handle": str(event_id), "action": action,
+    # Only the tombstone ids: the events' own outcomes can list every record a bulk forget hid (100,000 ids),
+    # and each batch would read and parse them again.
+    tombstone_ids = dict(ForgetEvent.objects.filter(pk__in=list(by_event)).values_list("pk", "public_id"))
+    return [{"tombstone_id": str(tombstone_ids[event_id]), "handle": str(event_id), "action": action,
              "items": [f"record:{pk}" for pk in sorted(by_event[event_id])]}
-            for event_id in sorted(by_event) if event_id in events]
+            for event_id in sorted(by_event) if event_id in tombstone_ids]
 
 
 def counts_merge(total: dict, part: dict) -> dict:

@@ -9,7 +9,7 @@ from django.db.models import ProtectedError
 from django.utils import timezone
 
 from config.errors import ApplicationError
-from memory.models import DeletedRecord, DerivedArtifact, ForgetEvent, Lineage, Record, RecordTag, Scope
+from memory.models import DeletedRecord, DerivedArtifact, ForgetEvent, ForgetMode, Lineage, Record, RecordTag, Scope
 from memory.services import ForgetTarget, artifact_write, records_forget
 from retention.services import hold_place, rule_change_duration, rule_retire
 from tests.factories import record, rule
@@ -317,3 +317,37 @@ def test_hidden_records_due_together_share_one_deferred_item_and_each_is_named_o
                                              "deadline": None, "awaiting": "legal_hold_release"}
     summary = statement_summary(statement, keyid="k")
     assert summary["deferred"] == 6 and summary["deferred_undated"] == 1 and len(summary["deferred_deadlines"]) == 3
+
+
+def _not_exact_json(value, path="statement") -> list[str]:
+    """Where `value` holds anything but exact dict, list, str, int, bool or None (a str subclass included)."""
+    if type(value) is dict:
+        return [p for key, item in value.items() for p in _not_exact_json(item, f"{path}.{key}")]
+    if type(value) is list:
+        return [p for index, item in enumerate(value) for p in _not_exact_json(item, f"{path}[{index}]")]
+    return [] if type(value) in (str, int, bool, type(None)) else [f"{path}: {type(value).__name__}"]
+
+
+@pytest.mark.parametrize("mode", list(ForgetMode))
+def test_the_statement_holds_only_exact_json_types_for_the_canonical_fast_path(tenant, chat, monkeypatch, mode):
+    # Given the statements a forget hands to the tombstone service, the mode passed as the ForgetMode member
+    # (as the sweeps and the workflow pass it)
+    from memory.services import forget as forget_module
+    from tombstones.services import issue
+
+    statements = []
+    original = issue.statement_bytes
+    monkeypatch.setattr(issue, "statement_bytes", lambda statement: statements.append(statement) or
+                        original(statement))
+    records = [record(tenant, chat, content=f"note {i}") for i in range(2)]
+    artifact_write(tenant=tenant, kind="summary", content="both", source_ids=[r.pk for r in records])
+
+    # When they are forgotten
+    records_forget(tenant=tenant, target=ForgetTarget(record_ids=tuple(r.pk for r in records)), mode=mode,
+                   actor="t", reason="r")
+
+    # Then the statement is made of exact JSON types only: canonical_json's fast path (orjson) takes nothing else,
+    # and one str subclass (a ForgetMode member) sent a sweep batch's whole statement through a Python walk
+    (statement,) = statements
+    assert _not_exact_json(statement) == []
+    assert forget_module.OUTCOME[mode] in {item["outcome"] for item in statement["execution"]["records"]}

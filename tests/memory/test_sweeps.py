@@ -95,6 +95,21 @@ def test_compaction_tombstone_closes_the_deferred_items_of_the_first_tombstone(s
     assert statement["request"]["authority"].startswith("compaction of hidden records")
 
 
+def test_the_references_to_earlier_forgets_read_their_tombstone_ids_not_their_outcomes(store):
+    # Given the soft forget that hid the records (its outcomes list every record it hid: 100,000 in a bulk forget)
+    first = store["hidden_event"]
+    pairs = [(r.pk, first.pk) for r in store["free"]]
+
+    # When a batch names the forgets it closes
+    with CaptureQueriesContext(connection) as queries:
+        closes = common.closes_of(pairs, "purge_content")
+
+    # Then one query read the tombstone ids alone, not each event's lists again per batch
+    assert [c["tombstone_id"] for c in closes] == [str(first.public_id)]
+    (query,) = queries.captured_queries
+    assert "outcomes" not in query["sql"] and "target" not in query["sql"]
+
+
 def test_compaction_leaves_records_that_subject_requests_keep(tenant, chat):
     restricted = record(tenant, chat, content="restricted", subject="subject-7")
     scenario = erasure_scenario()
