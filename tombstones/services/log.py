@@ -89,13 +89,16 @@ def log_append(*, head: LogHead, leaf_hashes: list[bytes], writes: RowWrites | N
                node_rows: Callable[[list[tuple]], Iterable[tuple]] | None = None) -> int:
     """Append leaf hashes to the log whose head the caller locked (`log_lock`); return the first's index.
 
-    O(log n) per leaf: the right edge is in the head row; only the nodes the new leaves complete are written.
+    O(log n) per leaf: the right edge is in the head row; only the nodes the new leaves complete are written,
+    from level 1 up: a leaf's hash is not stored as a node, since the tombstone the caller writes at that
+    index (same transaction) holds what it hashes (`selectors.nodes_stored` recomputes it from there). That
+    is one row a tombstone instead of two.
     With `writes`, the nodes and the head's update are queued there (the caller sends them with its own
     rows, in one round trip when they are few); without, they are written now. `node_rows` wraps the node
     rows as they are written (the issuing path signs between them while a COPY streams them).
     """
     first = head.size
-    nodes, frontier = merkle.append_many(first, frontier_split(bytes(head.frontier)), leaf_hashes)
+    nodes, frontier = merkle.append_many(first, frontier_split(bytes(head.frontier)), leaf_hashes, with_leaves=False)
     send = writes is None
     writes = RowWrites() if send else writes
     writes.insert(model=LogNode, columns=["level", "node_index", "hash"],
