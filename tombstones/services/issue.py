@@ -17,7 +17,7 @@ from ..models import KeyPurpose, SigningKey, Tombstone, TombstoneSalts
 from .keys import key_current, key_current_hint, key_private
 from .log import log_append, log_lock
 from .rows import INSERT_MAX_ROWS, RowWrites
-from .statement import salts_check, statement_bytes, statement_complete
+from .statement import salts_check, statement_payload
 
 # A batch written by COPY signs under the log's lock, between the rows it streams: the server stores what it
 # has received (on the other core, when one is free) while this process signs. The COPYs go nodes, salts,
@@ -95,8 +95,7 @@ def _issue(requests: list[TombstoneRequest]) -> _Issued:
     texts, payloads, messages, leaves, salt_rows = [], [], [], [], []
     for tombstone_id, request in zip(ids, requests):
         text = str(tombstone_id)  # once: for the statement and for the lock's query
-        statement, records = statement_complete(tombstone_id=text, statement=request.statement, log_origin=origin)
-        payload = statement_bytes(statement)
+        payload, records = statement_payload(tombstone_id=text, statement=request.statement, log_origin=origin)
         message = pae(PAYLOAD_TYPE, payload)
         texts.append(text)
         payloads.append(payload)
