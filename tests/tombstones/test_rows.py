@@ -1,4 +1,4 @@
-"""RowWrites: rows a caller encodes itself go by binary COPY in chunks, each sent at once, and `then` runs
+"""RowWrites: rows a caller encodes itself go by binary COPY in chunks, the last one flushed, and `then` runs
 after the last one is sent, before the COPY ends (the issuer signs there while the server stores them)."""
 import pytest
 from django.db import IntegrityError, connection, transaction

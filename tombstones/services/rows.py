@@ -39,10 +39,10 @@ JSONB_BINARY_VERSION = b"\x01"
 # PostgreSQL's binary COPY framing: a header (signature, flags, extension length), then rows (a 16-bit field
 # count, and each field as a 32-bit length and its bytes), then a trailer. Callers that know their columns
 # encode their rows themselves (`RowWrites.insert(encode=...)`, one struct per row), and such rows go to the
-# server in chunks of this size, each sent at once: psycopg's own row buffer holds 32 KB before sending, ~600
-# small rows (a log node's 56 bytes), which the server then stores only when the COPY ends, while this
-# process waits; here the server stores each chunk as it comes, and the caller's `then` (the issuer signs
-# there) runs once the last one is sent, while the server finishes.
+# server in chunks of this size: psycopg's own row buffer holds 32 KB before sending, ~600 small rows (a log
+# node's 56 bytes), which the server then stores only when the COPY ends, while this process waits; here the
+# server stores each chunk as it comes, and the caller's `then` (the issuer signs there) runs once the last
+# one is sent, while the server finishes.
 COPY_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 COPY_BINARY_TRAILER = b"\xff\xff"
 COPY_CHUNK_BYTES = 8192
@@ -142,8 +142,9 @@ def _copy(model, columns: list[str], rows: Iterable[tuple], encode: Callable[[tu
     with connection.wrap_database_errors, connection.cursor() as cursor:  # driver errors surface as Django's
         raw = cursor.cursor  # (IntegrityError on a duplicate id)
         if encode is not None:
-            with raw.copy(sql, writer=LibpqWriter(raw, flush_threshold=0)) as copy:  # each chunk sent at once
-                _copy_encoded(copy, rows, encode)
+            writer = LibpqWriter(raw)
+            with raw.copy(sql, writer=writer) as copy:
+                _copy_encoded(copy, writer, rows, encode)
                 if then:
                     then()
             return
@@ -161,12 +162,16 @@ def _copy(model, columns: list[str], rows: Iterable[tuple], encode: Callable[[tu
                 then()
 
 
-def _copy_encoded(copy, rows: Iterable[tuple], encode: Callable[[tuple], bytes]) -> None:
+def _copy_encoded(copy, writer: LibpqWriter, rows: Iterable[tuple], encode: Callable[[tuple], bytes]) -> None:
+    """Each chunk goes to libpq as soon as it is full, which sends what the socket takes without waiting (a
+    server that falls behind does not stop this process); the last one is flushed whole, waiting if need be,
+    so that the server has every row before the caller's `then`."""
     chunk = bytearray(COPY_BINARY_HEADER)
     for row in rows:
         chunk += encode(row)
         if len(chunk) >= COPY_CHUNK_BYTES:
             copy.write(chunk)
             chunk = bytearray()
+    writer.flush_threshold = 0  # LibpqWriter flushes a write once this many bytes are unflushed
     copy.write(chunk + COPY_BINARY_TRAILER)
 
