@@ -160,8 +160,7 @@ class StepTimer:
     """`--profile`: wall and CPU time per step of `tombstones_issue_many`, by wrapping the functions it calls
     (each wrapper adds about a microsecond per call, counted in its step)."""
 
-    STEPS = [("statement_complete", "validate the statement (statement_complete)"),
-             ("statement_bytes", "canonicalize, RFC 8785 (statement_bytes)"),
+    STEPS = [("statement_payload", "validate and canonicalize, RFC 8785 (statement_payload)"),
              ("salts_check", "check the salts"),
              ("log_lock", "lock the head; key current? tenants exist? (1 query)"),
              ("log_append", "Merkle nodes, queued with the head update"),
