@@ -60,7 +60,7 @@ def _no_forbidden_keys(value: Any, field: str) -> None:
             _no_forbidden_keys(item, f"{field}[{index}]")
 
 
-def _records(execution: dict) -> tuple[list[dict], bool]:
+def _records(execution: dict, judge_plain: bool = True) -> tuple[list[dict], bool]:
     """The execution's records, checked, and whether they are plain JSON (`canonical.plain_without_keys`);
     field names are built only for the error (this runs per tombstone).
 
@@ -70,6 +70,7 @@ def _records(execution: dict) -> tuple[list[dict], bool]:
     plain = type(records) is list
     if not plain:
         records = _list(records, "execution.records")
+    plain = plain and judge_plain
     for index, record in enumerate(records):
         if type(record) is not dict:
             _dict(record, f"execution.records[{index}]")
@@ -134,7 +135,7 @@ def _time_invalid(field: str) -> TombstoneError:
 def statement_complete(*, tombstone_id: uuid.UUID | str, statement: Any, log_origin: str) -> tuple[dict, list[dict]]:
     """The full statement (with `version`, `log_origin`, `tombstone_id`: a UUID or its string) and its
     execution records."""
-    completed, records, _plain = _complete(tombstone_id, statement, log_origin)
+    completed, records, _plain = _complete(tombstone_id, statement, log_origin, judge_plain=False)
     return completed, records
 
 
@@ -145,12 +146,14 @@ def statement_payload(*, tombstone_id: uuid.UUID | str, statement: Any, log_orig
     key): then the canonical bytes are orjson's at once, without canonicalization's own walk over the whole
     statement and the search for forbidden keys in the bytes (~4 µs a tombstone of ~12). Anything else goes
     through `statement_bytes` as it is, which decides and names what it refuses."""
-    completed, records, plain = _complete(tombstone_id, statement, log_origin)
+    completed, records, plain = _complete(tombstone_id, statement, log_origin, judge_plain=True)
     return statement_bytes(completed, plain=plain), records
 
 
-def _complete(tombstone_id: uuid.UUID | str, statement: Any, log_origin: str) -> tuple[dict, list[dict], bool]:
-    """`statement_complete`, and whether the completed statement is plain JSON with no forbidden key."""
+def _complete(tombstone_id: uuid.UUID | str, statement: Any, log_origin: str, *,
+              judge_plain: bool = True) -> tuple[dict, list[dict], bool]:
+    """`statement_complete`, and whether the completed statement is plain JSON with no forbidden key (False
+    without looking when not `judge_plain`)."""
     if type(statement) is not dict:
         _dict(statement, "statement")
     keys = statement.keys()
@@ -168,7 +171,7 @@ def _complete(tombstone_id: uuid.UUID | str, statement: Any, log_origin: str) ->
     authority = request.get("authority")
     if not authority or not isinstance(authority, str):
         raise _invalid("request.authority", "say on what authority (GDPR Art. 17, a pact clause, a sweep...)")
-    records, plain = _records(execution)
+    records, plain = _records(execution, judge_plain)
     _propagation(propagation)
     tombstone_id = str(tombstone_id)
     if not keys.isdisjoint(ADDED_FIELDS):
@@ -178,7 +181,7 @@ def _complete(tombstone_id: uuid.UUID | str, statement: Any, log_origin: str) ->
                 raise _invalid(name, f"is set by the tombstone service (would be {value!r})")
     # The added fields replace any the caller gave (equal, as checked). Keys are left to orjson: a str
     # subclass as a key makes it refuse, and `canonical_json` then falls back to its own walk.
-    plain = (plain and type(time) is str and type(log_origin) is str and _execution_plain(execution)
+    plain = (judge_plain and plain and type(time) is str and type(log_origin) is str and _execution_plain(execution)
              and plain_without_keys(request, FORBIDDEN_KEYS) and plain_without_keys(scope, FORBIDDEN_KEYS)
              and plain_without_keys(propagation, FORBIDDEN_KEYS))
     completed = {**statement, "version": STATEMENT_VERSION, "log_origin": log_origin, "tombstone_id": tombstone_id}
