@@ -22,15 +22,30 @@ RECORD_FIELDS = {"record_id", "commitment", "tier", "outcome", "reason"}
 RECORD_REQUIRED = {"record_id", "commitment", "outcome"}
 HEX64 = re.compile(r"[0-9a-f]{64}")
 SALT = re.compile(r"[0-9a-fA-F]{32}")
-# What `HEX64` and `SALT` allow, for `str.strip`: a string made only of these strips to "" (fast, in C).
-HEX_LOWER = "0123456789abcdef"
-HEX_ANY_CASE = "0123456789abcdefABCDEF"
 FORBIDDEN_KEYS = frozenset({"content", "salt", "salts"})
 STATEMENT_FIELDS = frozenset(CALLER_FIELDS + ADDED_FIELDS)
 # Byte strings that every forbidden key's canonical JSON contains (see `statement_bytes`): `"salt` covers
 # `"salt":` and `"salts":`, one search instead of two over the ~1 KB payload.
 FORBIDDEN_MARKS = (b'"content":', b'"salt')
 assert all(any(mark in b'"%s":' % key.encode() for mark in FORBIDDEN_MARKS) for key in FORBIDDEN_KEYS)
+
+
+# Fast tests, in C, for the common case of `HEX64` and `SALT` (the patterns decide when these say no):
+# `bytes.fromhex` takes only ASCII hex digits and whitespace, so N characters give N / 2 bytes only when all
+# are hex digits. ~0.2 µs a test less than `str.strip` of the digits, three commitments and three salts a
+# tombstone.
+def _is_lower_hex64(value: Any) -> bool:
+    try:
+        return type(value) is str and len(value) == 64 and value == value.lower() and len(bytes.fromhex(value)) == 32
+    except ValueError:
+        return False
+
+
+def _is_hex32(value: Any) -> bool:
+    try:
+        return type(value) is str and len(value) == 32 and len(bytes.fromhex(value)) == 16
+    except ValueError:
+        return False
 
 
 def _invalid(field: str, detail: str) -> TombstoneError:
@@ -64,8 +79,8 @@ def _records(execution: dict, judge_plain: bool = True) -> tuple[list[dict], boo
     """The execution's records, checked, and whether they are plain JSON (`canonical.plain_without_keys`);
     field names are built only for the error (this runs per tombstone).
 
-    Each check has a fast test for the common case (exact types, a lowercase hex string stripped to nothing)
-    and, when that fails, the full test that decides (subclasses, `HEX64`) and names the field."""
+    Each check has a fast test for the common case (exact types, `_is_lower_hex64`) and, when that fails,
+    the full test that decides (subclasses, `HEX64`) and names the field."""
     records = execution.get("records", [])
     plain = type(records) is list
     if not plain:
@@ -80,8 +95,7 @@ def _records(execution: dict, judge_plain: bool = True) -> tuple[list[dict], boo
         if not isinstance(record["record_id"], str):
             raise _invalid(f"execution.records[{index}].record_id", "must be a string")
         commitment = record["commitment"]
-        if not (type(commitment) is str and len(commitment) == 64 and not commitment.strip(HEX_LOWER)) and (
-                not isinstance(commitment, str) or not HEX64.fullmatch(commitment)):
+        if not _is_lower_hex64(commitment) and (not isinstance(commitment, str) or not HEX64.fullmatch(commitment)):
             raise _invalid(f"execution.records[{index}].commitment", "must be a lowercase hex SHA-256")
         if plain:  # a record's keys are RECORD_FIELDS: only its values can be other than plain
             for value in record.values():
@@ -228,7 +242,7 @@ def salts_check(salts: dict[str, str] | None, records: list[dict]) -> dict[str, 
         if record_id not in known:
             raise TombstoneError("salts_invalid", f"Salt for record {record_id!r}, which the statement does not list.",
                                  {"record_id": record_id})
-        if type(salt) is str and len(salt) == 32 and not salt.strip(HEX_ANY_CASE):  # fast: what `SALT` matches
+        if _is_hex32(salt):  # fast: what `SALT` matches
             continue
         if not isinstance(salt, str) or not SALT.fullmatch(salt):
             raise TombstoneError("salts_invalid", "A salt is 16 random bytes as 32 hex characters.",
