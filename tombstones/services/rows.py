@@ -62,7 +62,9 @@ class RowWrites:
         """Queue rows for `model`; `count` is required when `rows` is an iterator rather than a list.
         `size`: the rows' approximate bytes, when the caller knows them (`COPY_MIN_BYTES`).
         `encode`: a row's binary COPY bytes (field count, then each field's length and bytes), used when the
-        rows go by COPY (see `COPY_CHUNK_BYTES`). `then` runs once the rows are sent, before the insert ends."""
+        rows go by COPY (see `COPY_CHUNK_BYTES`). `then` runs once the rows are handed over: by COPY, after the
+        last chunk is sent and before the COPY ends; otherwise before the query that holds them. Not at all when
+        there are no rows."""
         count = len(rows) if count is None else count
         if count:
             self._inserts.append((model, columns, rows, count > INSERT_MAX_ROWS or size >= COPY_MIN_BYTES,
