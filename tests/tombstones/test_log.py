@@ -87,7 +87,7 @@ def test_every_inclusion_and_consistency_proof_from_storage_verifies(tenant):
 
 
 @pytest.mark.django_db
-def test_a_proof_reads_the_stored_nodes_in_one_query_and_rehashes_nothing(tenant, django_assert_num_queries):
+def test_a_proof_reads_the_stored_nodes_and_its_leaves_in_one_query(tenant, django_assert_num_queries):
     issue_many(tenant, 300)
     with django_assert_num_queries(2):  # the log size, then the nodes
         inclusion_proof_get(leaf_index=123, tree_size=300)
