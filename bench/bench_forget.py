@@ -297,8 +297,7 @@ class Phases:
         self.wrap(type(ForgetEvent.objects), "bulk_create", "4 forget event: INSERT")
         self.wrap(forget, "_copies_track", "5 track copies (archives, fleet)")
         self.wrap(forget, "_tombstone_issue", "6 tombstone, all of it")
-        self.wrap(issue, "statement_complete", "6a tombstone: validate the statement")
-        self.wrap(issue, "statement_bytes", "6b tombstone: canonicalize (RFC 8785)")
+        self.wrap(issue, "statement_payload", "6a tombstone: validate and canonicalize (RFC 8785), one pass")
         self.wrap(issue, "salts_check", "6c tombstone: check the salts")
         if hasattr(issue, "log_lock"):
             self.wrap(issue, "log_lock", "6d tombstone: lock the log head")

@@ -76,22 +76,32 @@ def _plain(value: Any) -> bool:
     return _plain_dict(value) if kind is dict else kind is list and _plain_list(value)
 
 
+def plain_without_keys(value: dict, refused_keys: frozenset[str]) -> bool:
+    """`_plain` for a dict, and also False when any object in it has a key among `refused_keys`: a caller
+    that walks its document part by part (the statement's checks) says with this that `canonical_json`
+    need not walk it again (`plain=True`)."""
+    return type(value) is dict and _plain_dict(value, refused_keys)
+
+
+_NO_KEYS: frozenset[str] = frozenset()
+
+
 # `_plain`'s walk runs once per tombstone: the exact-type tests go in the order values are common in a
 # statement (strings, containers, then the rest), and dicts and lists each have their own loop.
-def _plain_dict(value: dict) -> bool:
+def _plain_dict(value: dict, refused_keys: frozenset[str] = _NO_KEYS) -> bool:
     for key in value:
-        if type(key) is not str:
+        if type(key) is not str or key in refused_keys:
             return False
     for item in value.values():
         kind = type(item)
         if kind is str or item is None or kind is bool:
             continue
         if kind is dict:
-            if _plain_dict(item):
+            if _plain_dict(item, refused_keys):
                 continue
             return False
         if kind is list:
-            if _plain_list(item):
+            if _plain_list(item, refused_keys):
                 continue
             return False
         if kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
@@ -100,17 +110,17 @@ def _plain_dict(value: dict) -> bool:
     return True
 
 
-def _plain_list(items: list) -> bool:
+def _plain_list(items: list, refused_keys: frozenset[str] = _NO_KEYS) -> bool:
     for item in items:
         kind = type(item)
         if kind is str or item is None or kind is bool:
             continue
         if kind is dict:
-            if _plain_dict(item):
+            if _plain_dict(item, refused_keys):
                 continue
             return False
         if kind is list:
-            if _plain_list(item):
+            if _plain_list(item, refused_keys):
                 continue
             return False
         if kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
@@ -135,9 +145,11 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def canonical_json(value: Any) -> bytes:
-    """The RFC 8785 serialization of `value`, as UTF-8 bytes."""
-    if _plain(value):
+def canonical_json(value: Any, *, plain: bool = False) -> bytes:
+    """The RFC 8785 serialization of `value`, as UTF-8 bytes. `plain=True`: the caller has walked `value` and
+    found only exact JSON types (`plain_without_keys`, or a check of its own as strict), so it is not walked
+    again here."""
+    if plain or _plain(value):
         try:
             payload = orjson.dumps(value, option=_ORJSON_OPTIONS)
         except orjson.JSONEncodeError:  # a lone surrogate: `_check` names where

@@ -126,14 +126,17 @@ def append(size: int, frontier: list[bytes], leaf: bytes) -> tuple[list[tuple[in
     return append_many(size, frontier, [leaf])
 
 
-def append_many(size: int, frontier: list[bytes], leaves: list[bytes]) -> tuple[list[tuple[int, int, bytes]],
-                                                                                 list[bytes]]:
-    """`append` for several leaves: every node they complete, in order, and the final frontier."""
+def append_many(size: int, frontier: list[bytes], leaves: list[bytes], *,
+                with_leaves: bool = True) -> tuple[list[tuple[int, int, bytes]], list[bytes]]:
+    """`append` for several leaves: every node they complete, in order, and the final frontier.
+    `with_leaves=False` leaves out the level-0 nodes (the leaf hashes given), for a store that has them
+    elsewhere: then about one node per leaf."""
     created: list[tuple[int, int, bytes]] = []
     frontier = list(frontier)
     add, pop, sha256 = created.append, frontier.pop, hashlib.sha256
     for index, leaf in enumerate(leaves, size):
-        add((0, index, leaf))
+        if with_leaves:
+            add((0, index, leaf))
         level, current = 0, leaf
         while index & 1:
             current = sha256(b"\x01" + pop() + current).digest()

@@ -74,7 +74,11 @@ class LogHead(models.Model):
 
 
 class LogNode(models.Model):
-    """The hash of one complete perfect subtree: leaves [node_index * 2**level, (node_index + 1) * 2**level)."""
+    """The hash of one complete perfect subtree: leaves [node_index * 2**level, (node_index + 1) * 2**level).
+
+    Levels 1 and up. A leaf's hash (level 0) is its tombstone's, `leaf_hash(pae(payload_type, payload))` of
+    the tombstone at that `leaf_index`, and is computed from there (`selectors.nodes_stored`); logs written
+    before that still hold level-0 rows, which nothing reads."""
 
     pk = models.CompositePrimaryKey("level", "node_index")
     level = models.PositiveSmallIntegerField()

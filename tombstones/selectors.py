@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import uuid
 
+from django.db.models import CharField, IntegerField, Value
+
 from . import merkle
-from .dsse import envelope_build
+from .dsse import envelope_build, pae
 from .errors import TombstoneError
 from .jwk import PublicKey, jwk_build, jwks_parse
 from .models import LogHead, LogNode, SigningKey, Tombstone
@@ -49,11 +51,19 @@ def log_size() -> int:
 
 
 def nodes_stored(nodes: set[merkle.Node]) -> dict[merkle.Node, bytes]:
-    """The stored hashes of these log nodes, in one query (proofs and receipts read them)."""
+    """The hashes of these log nodes, in one query (proofs and receipts read them): levels 1 and up as stored
+    (`LogNode`); a leaf's (level 0) hashed here from its tombstone, whose DSSE PAE is the log's leaf (the
+    issuer stores no level-0 nodes: `log_append`). A proof needs at most one or two leaves."""
     if not nodes:
         return {}
-    rows = LogNode.objects.filter(pk__in=sorted(nodes)).values_list("level", "node_index", "hash")
-    return {(level, index): bytes(hash_) for level, index, hash_ in rows}
+    inner = LogNode.objects.filter(pk__in=sorted(node for node in nodes if node[0])).values_list(
+        "level", "node_index", "hash", Value("", output_field=CharField()))
+    leaves = Tombstone.objects.filter(leaf_index__in=sorted(index for level, index in nodes if not level)).values_list(
+        Value(0, output_field=IntegerField()), "leaf_index", "payload", "payload_type")
+    hashes = {}
+    for level, index, data, payload_type in inner.union(leaves, all=True):
+        hashes[(level, index)] = bytes(data) if level else merkle.leaf_hash(pae(payload_type, bytes(data)))
+    return hashes
 
 
 def _check_size(size: int, name: str) -> None:

@@ -296,7 +296,7 @@ def test_a_copy_sized_batch_partly_issued_before_is_a_conflict_and_the_log_is_un
             tombstones_issue_many(requests=requests)
         assert caught.value.code == "tombstone_conflict"
     assert Tombstone.objects.count() == 1 and LogHead.objects.get(pk=1).size == 1
-    assert LogNode.objects.count() == 1 and not TombstoneSalts.objects.exists()
+    assert not LogNode.objects.exists() and not TombstoneSalts.objects.exists()  # one leaf: no node yet
 
 
 def test_a_copy_sized_batch_with_a_genuine_integrity_error_raises_it(tenant):
@@ -304,7 +304,7 @@ def test_a_copy_sized_batch_with_a_genuine_integrity_error_raises_it(tenant):
     broken log would have it) must surface, not pass for a conflict."""
     from django.db import IntegrityError
 
-    LogNode.objects.create(level=0, node_index=5, hash=b"\0" * 32)
+    LogNode.objects.create(level=1, node_index=5, hash=b"\0" * 32)  # what leaves 10 and 11 make
     requests = [TombstoneRequest(tombstone_id=uuid.uuid4(), tenant_id=tenant.id, statement=statement_make()[0])
                 for _ in range(2 * INSERT_MAX_ROWS)]
     with pytest.raises(IntegrityError), transaction.atomic():
@@ -369,14 +369,15 @@ def test_one_tombstone_is_stored_whole_with_server_side_binding_too(transactiona
     connection.close()
     connection.settings_dict.setdefault("OPTIONS", {})["server_side_binding"] = True
     try:
-        tombstone = tombstone_make(tenant)
+        tombstone_make(tenant)
+        tombstone = tombstone_make(tenant)  # the second leaf completes the log's first stored node
         assert not isinstance(connection.connection.cursor(), psycopg.ClientCursor)
     finally:
         connection.close()
         del connection.settings_dict["OPTIONS"]["server_side_binding"]
     stored = Tombstone.objects.get(pk=tombstone.pk)
-    assert stored.leaf_index == 0 and TombstoneSalts.objects.filter(tombstone=stored).exists()
-    assert LogHead.objects.get(pk=1).size == 1 and LogNode.objects.count() == 1
+    assert stored.leaf_index == 1 and TombstoneSalts.objects.filter(tombstone=stored).exists()
+    assert LogHead.objects.get(pk=1).size == 2 and list(LogNode.objects.values_list("level", "node_index")) == [(1, 0)]
 
 
 def test_one_large_tombstone_goes_by_copy_and_is_stored_and_signed_whole(tenant):

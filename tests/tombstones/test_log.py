@@ -37,9 +37,39 @@ def test_head_root_and_every_stored_prefix_root_match_the_rfc_definition(tenant)
 
 
 @pytest.mark.django_db
-def test_stored_nodes_are_about_two_per_entry(tenant):
+def test_stored_nodes_are_about_one_per_entry_and_no_leaves(tenant):
+    """The leaves are the tombstones' own hashes: storing them again as nodes was a row per tombstone more."""
     issue_many(tenant, 64)
-    assert LogNode.objects.count() == 127  # a perfect tree of 64 leaves: every node once
+    assert LogNode.objects.count() == 63  # a perfect tree of 64 leaves: every inner node once
+    assert not LogNode.objects.filter(level=0).exists()
+    stored = {(level, index): bytes(hash_) for level, index, hash_ in LogNode.objects.values_list(
+        "level", "node_index", "hash")}
+    leaves = [merkle.leaf_hash(leaf) for leaf in leaves_in_log()]
+    assert stored == {(level, index): merkle.range_hash(index << level, (index + 1) << level, _leaves_as_nodes(leaves))
+                      for level in range(1, 7) for index in range(64 >> level)}
+
+
+def _leaves_as_nodes(leaf_hashes: list[bytes]) -> dict:
+    """Every node of the tree over these leaf hashes, as `merkle.range_hash` reads them."""
+    nodes, frontier = {}, []
+    for index, leaf in enumerate(leaf_hashes):
+        created, frontier = merkle.append(index, frontier, leaf)
+        nodes.update({(level, node): hash_ for level, node, hash_ in created})
+    return nodes
+
+
+@pytest.mark.django_db
+def test_a_log_that_still_holds_level_0_nodes_gives_the_same_proofs(tenant):
+    """Logs written before the leaves were left out hold level-0 rows; proofs now read the leaves from the
+    tombstones, so a wrong or stale level-0 row cannot change a proof."""
+    issue_many(tenant, 5)
+    leaves = leaves_in_log()
+    LogNode.objects.bulk_create([LogNode(level=0, node_index=index, hash=b"\xee" * 32) for index in range(5)])
+    root = mth(leaves)
+    for index in range(5):
+        proof = inclusion_proof_get(leaf_index=index, tree_size=5)
+        assert merkle.verify_inclusion(index, 5, merkle.leaf_hash(leaves[index]), proof, root)
+    assert log_root_at(tree_size=5) == root and log_root_at(tree_size=3) == mth(leaves[:3])
 
 
 @pytest.mark.django_db
@@ -57,7 +87,7 @@ def test_every_inclusion_and_consistency_proof_from_storage_verifies(tenant):
 
 
 @pytest.mark.django_db
-def test_a_proof_reads_the_stored_nodes_in_one_query_and_rehashes_nothing(tenant, django_assert_num_queries):
+def test_a_proof_reads_the_stored_nodes_and_its_leaves_in_one_query(tenant, django_assert_num_queries):
     issue_many(tenant, 300)
     with django_assert_num_queries(2):  # the log size, then the nodes
         inclusion_proof_get(leaf_index=123, tree_size=300)

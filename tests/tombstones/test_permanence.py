@@ -29,8 +29,11 @@ def refused(sql: str, params=(), because: str = "permanent") -> bool:
 
 @pytest.fixture
 def logged(tenant):
+    """The first of two tombstones: two leaves make the log's first stored node (leaves are not nodes)."""
     tombstone = tombstone_make(tenant)
+    tombstone_make(tenant)
     checkpoint_sign()
+    assert LogNode.objects.exists()
     return tombstone
 
 
@@ -94,7 +97,7 @@ def test_a_tenant_named_by_tombstones_cannot_be_deleted_or_renumbered(logged, te
 def test_the_log_head_moves_forward_only(logged):
     assert not refused("UPDATE tombstones_loghead SET updated_at = now()")
     assert refused("UPDATE tombstones_loghead SET size = size - 1")
-    assert LogHead.objects.get(pk=1).size == 1
+    assert LogHead.objects.get(pk=1).size == 2
     assert Checkpoint.objects.exists() and KeyEvent.objects.exists()
 
 
@@ -105,12 +108,14 @@ def test_sqlite_triggers_refuse_the_same_changes(tmp_path):
     script = (
         "import django, uuid; django.setup()\n"
         "from django.core.management import call_command; call_command('migrate', verbosity=0)\n"
-        "from tests.tombstones.factories import tombstone_make; tombstone_make()\n"
+        "from tests.tombstones.factories import TenantFactory, tombstone_make\n"
+        "tenant = TenantFactory(); tombstone_make(tenant); tombstone_make(tenant)\n"
     )
     subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
                    check=True, capture_output=True, timeout=120)
     db = sqlite3.connect(tmp_path / "ledger.sqlite3")
-    assert db.execute("SELECT count(*) FROM tombstones_tombstone").fetchone() == (1,)
+    assert db.execute("SELECT count(*) FROM tombstones_tombstone").fetchone() == (2,)
+    assert db.execute("SELECT count(*) FROM tombstones_lognode").fetchone() == (1,)
     for sql in ["UPDATE tombstones_tombstone SET payload = x'00'", "DELETE FROM tombstones_tombstone",
                 "DELETE FROM tombstones_lognode", "UPDATE tombstones_lognode SET hash = x'00'",
                 "DELETE FROM tombstones_signingkey", "UPDATE tombstones_loghead SET size = 0",
@@ -122,4 +127,4 @@ def test_sqlite_triggers_refuse_the_same_changes(tmp_path):
         with pytest.raises(sqlite3.IntegrityError, match="named by tombstones"):
             db.execute(sql)
     db.execute("UPDATE tombstones_signingkey SET retired_at = '2030-01-01 00:00:00'")
-    assert db.execute("SELECT count(*) FROM tombstones_tombstone").fetchone() == (1,)
+    assert db.execute("SELECT count(*) FROM tombstones_tombstone").fetchone() == (2,)

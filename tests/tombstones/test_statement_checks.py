@@ -91,7 +91,7 @@ def test_mutated_statements_get_the_same_answer_as_before(changes, salts_kind, s
 
 
 @pytest.mark.parametrize("salt", ["0" * 32, "aB" * 16, "A" * 32, "0" * 31, "0" * 33, "g" * 32, " " + "0" * 31,
-                                  "0" * 31 + "\n", "٣" * 32, 12, None])
+                                  "0" * 31 + "\n", "٣" * 32, 12, None, "0a " * 10 + "00", "0a" * 15 + "\t0"])
 def test_salts_fast_test_agrees_with_the_pattern(salt):
     records = [{"record_id": "1000"}]
     try:
@@ -108,7 +108,7 @@ def test_salts_fast_test_agrees_with_the_pattern(salt):
 
 
 @pytest.mark.parametrize("commitment", ["a" * 64, "A" * 64, "a" * 63, "a" * 65, "g" * 64, "a" * 63 + "\n",
-                                        "٣" * 64, " " * 64])
+                                        "٣" * 64, " " * 64, "ab " * 21 + "a", "ab" * 31 + " a", "aB" * 32])
 def test_commitment_fast_test_agrees_with_the_pattern(commitment):
     statement, _ = statement_make()
     statement["execution"]["records"][0]["commitment"] = commitment
@@ -119,3 +119,68 @@ def test_accepted_statement_bytes_are_rfc8785():
     statement, _ = statement_make()
     complete, _ = fast.statement_complete(tombstone_id=TOMBSTONE_ID, statement=statement, log_origin=ORIGIN)
     assert fast.statement_bytes(complete) == rfc8785.dumps(complete)
+
+
+def _payload_outcome(module, statement):
+    """What the issuer signs (or the refusal): `statement_payload` now, `statement_bytes(statement_complete())`
+    before it checked and walked in one pass."""
+    statement = copy.deepcopy(statement)
+    try:
+        if module is fast:
+            payload, records = fast.statement_payload(tombstone_id=TOMBSTONE_ID, statement=statement, log_origin=ORIGIN)
+        else:
+            complete, records = reference.statement_complete(tombstone_id=TOMBSTONE_ID, statement=statement,
+                                                             log_origin=ORIGIN)
+            payload = reference.statement_bytes(complete)
+    except TombstoneError as refused:
+        return ("refused", refused.code, refused.extra.get("field"))
+    return ("accepted", payload, records)
+
+
+# Forbidden keys and odd values also where the one-pass walk looks part by part.
+PAYLOAD_PATHS = PATHS + [("request", "salts"), ("request", "extra"), ("execution", "salt"), ("execution", "path"),
+                         ("propagation", "derivatives", 0, "content"), ("propagation", "deferred", 0, "item"),
+                         ("scope", "target", "subject"), ("propagation", "extra")]
+payload_mutations = st.lists(st.tuples(st.sampled_from(PAYLOAD_PATHS), st.booleans(), values), min_size=1, max_size=3)
+
+
+@given(payload_mutations)
+@settings(max_examples=2500, deadline=None)
+def test_mutated_statements_get_the_same_signed_bytes_or_refusal_as_before(changes):
+    statement, _ = statement_make()
+    for path, remove, value in changes:  # a copy: hypothesis may draw one object twice, and a cycle is no JSON
+        statement = _mutate(statement, path, remove, copy.deepcopy(value))
+    assert _payload_outcome(fast, statement) == _payload_outcome(reference, statement)
+
+
+def test_a_typical_statement_is_canonicalized_without_a_second_walk_or_search(monkeypatch):
+    """The checks judge it plain JSON on their way: canonicalization's own walk and the search for forbidden keys
+    must not run again (they cost ~4 µs of a tombstone's ~60)."""
+    from tombstones import canonical
+
+    def walked_again(*args):
+        raise AssertionError("walked again")
+
+    monkeypatch.setattr(canonical, "_plain", walked_again)
+    monkeypatch.setattr(fast, "_no_forbidden_keys", walked_again)
+    monkeypatch.setattr(fast, "FORBIDDEN_MARKS", ())  # the search would find nothing, but it must not matter
+    statement, _ = statement_make()
+    statement["request"]["reason"] = "the content of a salt"  # words, not keys
+    payload, records = fast.statement_payload(tombstone_id=TOMBSTONE_ID, statement=statement, log_origin=ORIGIN)
+    complete, _ = reference.statement_complete(tombstone_id=TOMBSTONE_ID, statement=statement, log_origin=ORIGIN)
+    assert payload == rfc8785.dumps(complete) and records == statement["execution"]["records"]
+
+
+@pytest.mark.parametrize("path, value, plain", [
+    (("request", "count"), 1.5, False), (("scope", "target", "subject"), uuid.UUID(int=7), False),
+    (("execution", "records", 0, "tier"), ("hot",), False), (("propagation", "deferred", 0, "note"), OrderedDict(a="b"), False),
+    (("execution", "mode"), 2**60, False), (("execution", "records", 0, "reason"), None, True),
+    (("request", "reason"), "\ud800", True),  # a str: orjson refuses it, and canonicalization's walk names it
+])
+def test_anything_but_plain_json_leaves_the_one_pass_path(path, value, plain):
+    """Floats, UUIDs, tuples, dict subclasses, large integers, lone surrogates: the one-pass path must hand them to
+    canonicalization's walk, which refuses or serializes them as it always did."""
+    statement, _ = statement_make()
+    statement = _mutate(statement, path, False, value)
+    assert fast._complete(TOMBSTONE_ID, copy.deepcopy(statement), ORIGIN)[2] is plain
+    assert _payload_outcome(fast, statement) == _payload_outcome(reference, statement)

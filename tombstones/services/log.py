@@ -1,6 +1,7 @@
 """The append-only log: appends under the head row's lock, and signed checkpoints."""
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import NamedTuple
@@ -85,21 +86,35 @@ def log_lock(*, tombstone_ids: Sequence[uuid.UUID | str] = (), key_purpose: str 
     return LockedLog(head=head, issued=bool(row[3]), key_kid=row[4], key_id=row[5], tenants_found=row[6])
 
 
+# A log node's binary COPY row: 3 fields, level (int2), node_index (int8), hash (bytea: its length, then it).
+_NODE_ROW = struct.Struct(">hihiqi")
+
+
+def _node_row_binary(row: tuple[int, int, bytes]) -> bytes:
+    level, index, hash_ = row
+    return _NODE_ROW.pack(3, 2, level, 8, index, len(hash_)) + hash_
+
+
 def log_append(*, head: LogHead, leaf_hashes: list[bytes], writes: RowWrites | None = None,
-               node_rows: Callable[[list[tuple]], Iterable[tuple]] | None = None) -> int:
+               node_rows: Callable[[list[tuple]], Iterable[tuple]] | None = None,
+               then: Callable[[], None] | None = None) -> int:
     """Append leaf hashes to the log whose head the caller locked (`log_lock`); return the first's index.
 
-    O(log n) per leaf: the right edge is in the head row; only the nodes the new leaves complete are written.
+    O(log n) per leaf: the right edge is in the head row; only the nodes the new leaves complete are written,
+    from level 1 up: a leaf's hash is not stored as a node, since the tombstone the caller writes at that
+    index (same transaction) holds what it hashes (`selectors.nodes_stored` recomputes it from there). That
+    is one row a tombstone instead of two.
     With `writes`, the nodes and the head's update are queued there (the caller sends them with its own
     rows, in one round trip when they are few); without, they are written now. `node_rows` wraps the node
-    rows as they are written (the issuing path signs between them while a COPY streams them).
+    rows as they are written (the issuing path signs between them while a COPY streams them), and `then` runs
+    once they are sent (`RowWrites.insert`).
     """
     first = head.size
-    nodes, frontier = merkle.append_many(first, frontier_split(bytes(head.frontier)), leaf_hashes)
+    nodes, frontier = merkle.append_many(first, frontier_split(bytes(head.frontier)), leaf_hashes, with_leaves=False)
     send = writes is None
     writes = RowWrites() if send else writes
     writes.insert(model=LogNode, columns=["level", "node_index", "hash"],
-                  rows=node_rows(nodes) if node_rows else nodes, count=len(nodes))
+                  rows=node_rows(nodes) if node_rows else nodes, count=len(nodes), encode=_node_row_binary, then=then)
     writes.execute(f"UPDATE {LogHead._meta.db_table} SET size = %s, frontier = %s, root = %s, updated_at = %s "
                    f"WHERE id = 1", [first + len(leaf_hashes), b"".join(frontier), merkle.fold(frontier),
                                      timezone.now()])

@@ -16,12 +16,13 @@ COPY goes through the driver's cursor, so Django's query capture does not list i
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import orjson
 import psycopg
 from django.db import connection
 from psycopg.adapt import PyFormat
+from psycopg.copy import LibpqWriter
 from psycopg.types.json import Jsonb
 
 INSERT_MAX_ROWS = 20  # above this, COPY's cheaper rows outweigh its extra round trips
@@ -35,22 +36,39 @@ COPY_MIN_BYTES = 256 * 1024
 # they are; the server reads them with jsonb's own input function.
 JSONB_BINARY_VERSION = b"\x01"
 
+# PostgreSQL's binary COPY framing: a header (signature, flags, extension length), then rows (a 16-bit field
+# count, and each field as a 32-bit length and its bytes), then a trailer. Callers that know their columns
+# encode their rows themselves (`RowWrites.insert(encode=...)`, one struct per row), and such rows go to the
+# server in chunks of this size: psycopg's own row buffer holds 32 KB before sending, ~600 small rows (a log
+# node's 56 bytes), which the server then stores only when the COPY ends, while this process waits; here the
+# server stores each chunk as it comes, and the caller's `then` (the issuer signs there) runs once the last
+# one is sent, while the server finishes.
+COPY_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+COPY_BINARY_TRAILER = b"\xff\xff"
+COPY_CHUNK_BYTES = 8192
+
 _copy_types: dict[tuple, tuple[list[str], list[int]]] = {}
 _BYTES_BINARY_DUMPER = psycopg.adapters.get_dumper(bytes, PyFormat.BINARY)
 
 
 class RowWrites:
     def __init__(self) -> None:
-        self._inserts: list[tuple] = []  # (model, columns, rows, by_copy)
+        self._inserts: list[tuple] = []  # (model, columns, rows, by_copy, encode, then)
         self._statements: list[tuple[str, list]] = []
 
     def insert(self, *, model, columns: list[str], rows: Iterable[tuple], count: int | None = None,
-               size: int = 0) -> None:
+               size: int = 0, encode: Callable[[tuple], bytes] | None = None,
+               then: Callable[[], None] | None = None) -> None:
         """Queue rows for `model`; `count` is required when `rows` is an iterator rather than a list.
-        `size`: the rows' approximate bytes, when the caller knows them (`COPY_MIN_BYTES`)."""
+        `size`: the rows' approximate bytes, when the caller knows them (`COPY_MIN_BYTES`).
+        `encode`: a row's binary COPY bytes (field count, then each field's length and bytes), used when the
+        rows go by COPY (see `COPY_CHUNK_BYTES`). `then` runs once the rows are handed over: by COPY, after the
+        last chunk is sent and before the COPY ends; otherwise before the query that holds them. Not at all when
+        there are no rows."""
         count = len(rows) if count is None else count
         if count:
-            self._inserts.append((model, columns, rows, count > INSERT_MAX_ROWS or size >= COPY_MIN_BYTES))
+            self._inserts.append((model, columns, rows, count > INSERT_MAX_ROWS or size >= COPY_MIN_BYTES,
+                                  encode, then))
 
     def execute(self, sql: str, params: list) -> None:
         """Queue one raw statement (`%s` placeholders, no trailing semicolon), sent after the inserts."""
@@ -60,18 +78,22 @@ class RowWrites:
         inserts, statements = self._inserts, self._statements
         self._inserts, self._statements = [], []
         if connection.vendor != "postgresql":
-            for model, columns, rows, _by_copy in inserts:
+            for model, columns, rows, _by_copy, _encode, then in inserts:
                 model.objects.bulk_create([model(**dict(zip(columns, row))) for row in rows], batch_size=500)
+                if then:
+                    then()
             with connection.cursor() as cursor:
                 for sql, params in statements:
                     cursor.execute(sql, params)
             return
         parts, params = [], []
-        for model, columns, rows, by_copy in inserts:
+        for model, columns, rows, by_copy, encode, then in inserts:
             if by_copy:
-                _copy(model, columns, rows)
+                _copy(model, columns, rows, encode, then)
                 continue
             rows = list(rows)
+            if then:
+                then()
             values = "(" + ", ".join(["%s"] * len(columns)) + ")"
             parts.append(f"INSERT INTO {model._meta.db_table} ({_names(model, columns)}) VALUES "
                          + ", ".join([values] * len(rows)))
@@ -116,18 +138,42 @@ def _jsonb_encoded(rows: Iterable[tuple], positions: list[int]) -> Iterable[tupl
         yield row
 
 
-def _copy(model, columns: list[str], rows: Iterable[tuple]) -> None:
+def _copy(model, columns: list[str], rows: Iterable[tuple], encode: Callable[[tuple], bytes] | None = None,
+          then: Callable[[], None] | None = None) -> None:
     sql = f"COPY {model._meta.db_table} ({_names(model, columns)}) FROM STDIN (FORMAT BINARY)"
-    types, jsonb = _types(model, columns)
-    if jsonb:
-        rows = _jsonb_encoded(rows, jsonb)
-    with connection.wrap_database_errors, connection.cursor() as cursor:
-        raw = cursor.cursor
+    with connection.wrap_database_errors, connection.cursor() as cursor:  # driver errors surface as Django's
+        raw = cursor.cursor  # (IntegrityError on a duplicate id)
+        if encode is not None:
+            writer = LibpqWriter(raw)
+            with raw.copy(sql, writer=writer) as copy:
+                _copy_encoded(copy, writer, rows, encode)
+                if then:
+                    then()
+            return
+        types, jsonb = _types(model, columns)
+        if jsonb:
+            rows = _jsonb_encoded(rows, jsonb)
         # `set_types` picks dumpers by type oid, and for bytea that is psycopg's Python `dbapi20` dumper (~0.2 µs
         # a value more than the C one it uses for `bytes` by class): this cursor gets the C one for bytea.
         raw.adapters.register_dumper(bytes, _BYTES_BINARY_DUMPER)
         with raw.copy(sql) as copy:
             copy.set_types(types)
-            for row in rows:  # driver errors surface as Django's (IntegrityError on a duplicate id)
+            for row in rows:
                 copy.write_row(row)
+            if then:
+                then()
+
+
+def _copy_encoded(copy, writer: LibpqWriter, rows: Iterable[tuple], encode: Callable[[tuple], bytes]) -> None:
+    """Each chunk goes to libpq as soon as it is full, which sends what the socket takes without waiting (a
+    server that falls behind does not stop this process); the last one is flushed whole, waiting if need be,
+    so that the server has every row before the caller's `then`."""
+    chunk = bytearray(COPY_BINARY_HEADER)
+    for row in rows:
+        chunk += encode(row)
+        if len(chunk) >= COPY_CHUNK_BYTES:
+            copy.write(chunk)
+            chunk = bytearray()
+    writer.flush_threshold = 0  # LibpqWriter flushes a write once this many bytes are unflushed
+    copy.write(chunk + COPY_BINARY_TRAILER)
 

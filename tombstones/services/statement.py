@@ -11,7 +11,7 @@ import re
 import uuid
 from typing import Any
 
-from ..canonical import CanonicalizationError, canonical_json
+from ..canonical import CanonicalizationError, canonical_json, plain_without_keys
 from ..errors import TombstoneError
 from ..jwk import parse_time
 
@@ -22,15 +22,30 @@ RECORD_FIELDS = {"record_id", "commitment", "tier", "outcome", "reason"}
 RECORD_REQUIRED = {"record_id", "commitment", "outcome"}
 HEX64 = re.compile(r"[0-9a-f]{64}")
 SALT = re.compile(r"[0-9a-fA-F]{32}")
-# What `HEX64` and `SALT` allow, for `str.strip`: a string made only of these strips to "" (fast, in C).
-HEX_LOWER = "0123456789abcdef"
-HEX_ANY_CASE = "0123456789abcdefABCDEF"
-FORBIDDEN_KEYS = {"content", "salt", "salts"}
+FORBIDDEN_KEYS = frozenset({"content", "salt", "salts"})
 STATEMENT_FIELDS = frozenset(CALLER_FIELDS + ADDED_FIELDS)
 # Byte strings that every forbidden key's canonical JSON contains (see `statement_bytes`): `"salt` covers
 # `"salt":` and `"salts":`, one search instead of two over the ~1 KB payload.
 FORBIDDEN_MARKS = (b'"content":', b'"salt')
 assert all(any(mark in b'"%s":' % key.encode() for mark in FORBIDDEN_MARKS) for key in FORBIDDEN_KEYS)
+
+
+# Fast tests, in C, for the common case of `HEX64` and `SALT` (the patterns decide when these say no):
+# `bytes.fromhex` takes only ASCII hex digits and whitespace, so N characters give N / 2 bytes only when all
+# are hex digits. ~0.2 µs a test less than `str.strip` of the digits, three commitments and three salts a
+# tombstone.
+def _is_lower_hex64(value: Any) -> bool:
+    try:
+        return type(value) is str and len(value) == 64 and value == value.lower() and len(bytes.fromhex(value)) == 32
+    except ValueError:
+        return False
+
+
+def _is_hex32(value: Any) -> bool:
+    try:
+        return type(value) is str and len(value) == 32 and len(bytes.fromhex(value)) == 16
+    except ValueError:
+        return False
 
 
 def _invalid(field: str, detail: str) -> TombstoneError:
@@ -60,14 +75,17 @@ def _no_forbidden_keys(value: Any, field: str) -> None:
             _no_forbidden_keys(item, f"{field}[{index}]")
 
 
-def _records(execution: dict) -> list[dict]:
-    """The execution's records, checked; field names are built only for the error (this runs per tombstone).
+def _records(execution: dict, judge_plain: bool = True) -> tuple[list[dict], bool]:
+    """The execution's records, checked, and whether they are plain JSON (`canonical.plain_without_keys`);
+    field names are built only for the error (this runs per tombstone).
 
-    Each check has a fast test for the common case (exact types, a lowercase hex string stripped to nothing)
-    and, when that fails, the full test that decides (subclasses, `HEX64`) and names the field."""
+    Each check has a fast test for the common case (exact types, `_is_lower_hex64`) and, when that fails,
+    the full test that decides (subclasses, `HEX64`) and names the field."""
     records = execution.get("records", [])
-    if type(records) is not list:
+    plain = type(records) is list
+    if not plain:
         records = _list(records, "execution.records")
+    plain = plain and judge_plain
     for index, record in enumerate(records):
         if type(record) is not dict:
             _dict(record, f"execution.records[{index}]")
@@ -77,11 +95,14 @@ def _records(execution: dict) -> list[dict]:
         if not isinstance(record["record_id"], str):
             raise _invalid(f"execution.records[{index}].record_id", "must be a string")
         commitment = record["commitment"]
-        if type(commitment) is str and len(commitment) == 64 and not commitment.strip(HEX_LOWER):
-            continue
-        if not isinstance(commitment, str) or not HEX64.fullmatch(commitment):
+        if not _is_lower_hex64(commitment) and (not isinstance(commitment, str) or not HEX64.fullmatch(commitment)):
             raise _invalid(f"execution.records[{index}].commitment", "must be a lowercase hex SHA-256")
-    return records
+        if plain:  # a record's keys are RECORD_FIELDS: only its values can be other than plain
+            for value in record.values():
+                if type(value) is not str:
+                    plain = plain_without_keys(record, FORBIDDEN_KEYS)
+                    break
+    return records, plain
 
 
 def _propagation(propagation: dict) -> None:
@@ -128,23 +149,43 @@ def _time_invalid(field: str) -> TombstoneError:
 def statement_complete(*, tombstone_id: uuid.UUID | str, statement: Any, log_origin: str) -> tuple[dict, list[dict]]:
     """The full statement (with `version`, `log_origin`, `tombstone_id`: a UUID or its string) and its
     execution records."""
+    completed, records, _plain = _complete(tombstone_id, statement, log_origin, judge_plain=False)
+    return completed, records
+
+
+def statement_payload(*, tombstone_id: uuid.UUID | str, statement: Any, log_origin: str) -> tuple[bytes, list[dict]]:
+    """`statement_bytes(statement_complete(...))`, and the execution records: what the issuer signs.
+
+    The checks note, part by part as they go, whether the statement is plain JSON (exact types, no forbidden
+    key): then the canonical bytes are orjson's at once, without canonicalization's own walk over the whole
+    statement and the search for forbidden keys in the bytes (~4 µs a tombstone of ~12). Anything else goes
+    through `statement_bytes` as it is, which decides and names what it refuses."""
+    completed, records, plain = _complete(tombstone_id, statement, log_origin, judge_plain=True)
+    return statement_bytes(completed, plain=plain), records
+
+
+def _complete(tombstone_id: uuid.UUID | str, statement: Any, log_origin: str, *,
+              judge_plain: bool = True) -> tuple[dict, list[dict], bool]:
+    """`statement_complete`, and whether the completed statement is plain JSON with no forbidden key (False
+    without looking when not `judge_plain`)."""
     if type(statement) is not dict:
         _dict(statement, "statement")
     keys = statement.keys()
     if not keys <= STATEMENT_FIELDS:
         raise _invalid(sorted(keys - STATEMENT_FIELDS)[0], "is not a statement field")
     get = statement.get
-    request, execution, propagation = get("request"), get("execution"), get("propagation")
-    if not (type(request) is dict and type(get("scope")) is dict and type(execution) is dict
+    request, scope, execution, propagation = get("request"), get("scope"), get("execution"), get("propagation")
+    if not (type(request) is dict and type(scope) is dict and type(execution) is dict
             and type(propagation) is dict):
         for name in CALLER_FIELDS[:4]:  # in this order, the first that is not an object is named
             _dict(get(name), name)
-    if not _is_time(get("time")):
+    time = get("time")
+    if not _is_time(time):
         raise _time_invalid("time")
     authority = request.get("authority")
     if not authority or not isinstance(authority, str):
         raise _invalid("request.authority", "say on what authority (GDPR Art. 17, a pact clause, a sweep...)")
-    records = _records(execution)
+    records, plain = _records(execution, judge_plain)
     _propagation(propagation)
     tombstone_id = str(tombstone_id)
     if not keys.isdisjoint(ADDED_FIELDS):
@@ -152,20 +193,38 @@ def statement_complete(*, tombstone_id: uuid.UUID | str, statement: Any, log_ori
         for name, value in added.items():
             if name in statement and statement[name] != value:
                 raise _invalid(name, f"is set by the tombstone service (would be {value!r})")
-    return {**statement, "version": STATEMENT_VERSION, "log_origin": log_origin, "tombstone_id": tombstone_id}, records
+    # The added fields replace any the caller gave (equal, as checked). Keys are left to orjson: a str
+    # subclass as a key makes it refuse, and `canonical_json` then falls back to its own walk.
+    plain = (judge_plain and plain and type(time) is str and type(log_origin) is str and _execution_plain(execution)
+             and plain_without_keys(request, FORBIDDEN_KEYS) and plain_without_keys(scope, FORBIDDEN_KEYS)
+             and plain_without_keys(propagation, FORBIDDEN_KEYS))
+    completed = {**statement, "version": STATEMENT_VERSION, "log_origin": log_origin, "tombstone_id": tombstone_id}
+    return completed, records, plain
 
 
-def statement_bytes(statement: dict) -> bytes:
+def _execution_plain(execution: dict) -> bool:
+    """The execution but its records (`_records` judges those) is plain JSON with no forbidden key."""
+    if type(execution) is not dict:
+        return False
+    rest = {key: value for key, value in execution.items() if key != "records"}
+    return plain_without_keys(rest, FORBIDDEN_KEYS)
+
+
+def statement_bytes(statement: dict, *, plain: bool = False) -> bytes:
     """The canonical bytes, refused if any object in the statement has a content or salt field.
 
     In canonical JSON an unescaped `"` only delimits strings and a key is the only string followed by
     `:`, so a byte search for `"content":` finds every key named `content`, at C speed (and `"salt` every
     `salt` and `salts`, with some strings that merely start so); the walk then decides, and names where.
+    `plain=True`: the caller's walk found only exact JSON types and no forbidden key (`statement_payload`):
+    neither canonicalization's walk nor the search is needed.
     """
     try:
-        payload = canonical_json(statement)
+        payload = canonical_json(statement, plain=plain)
     except CanonicalizationError as exc:
         raise _invalid(exc.path.removeprefix("(root)"), exc.problem) from None
+    if plain:
+        return payload
     for mark in FORBIDDEN_MARKS:
         if mark in payload:
             _no_forbidden_keys(statement, "statement")
@@ -183,7 +242,7 @@ def salts_check(salts: dict[str, str] | None, records: list[dict]) -> dict[str, 
         if record_id not in known:
             raise TombstoneError("salts_invalid", f"Salt for record {record_id!r}, which the statement does not list.",
                                  {"record_id": record_id})
-        if type(salt) is str and len(salt) == 32 and not salt.strip(HEX_ANY_CASE):  # fast: what `SALT` matches
+        if _is_hex32(salt):  # fast: what `SALT` matches
             continue
         if not isinstance(salt, str) or not SALT.fullmatch(salt):
             raise TombstoneError("salts_invalid", "A salt is 16 random bytes as 32 hex characters.",
