@@ -336,9 +336,9 @@ def test_the_statement_holds_only_exact_json_types_for_the_canonical_fast_path(t
     from tombstones.services import issue
 
     statements = []
-    original = issue.statement_bytes
-    monkeypatch.setattr(issue, "statement_bytes", lambda statement: statements.append(statement) or
-                        original(statement))
+    original = issue.statement_payload
+    monkeypatch.setattr(issue, "statement_payload", lambda **kwargs: statements.append(kwargs["statement"]) or
+                        original(**kwargs))
     records = [record(tenant, chat, content=f"note {i}") for i in range(2)]
     artifact_write(tenant=tenant, kind="summary", content="both", source_ids=[r.pk for r in records])
 
