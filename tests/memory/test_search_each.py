@@ -1,7 +1,6 @@
 """The `_each` forms of the search paths (what confirm-erasure probes a group of forgets with) find exactly
 what the single searches find, record by record: the same match, the same index and scores, the same final
 step (forgotten, redacted and other tenants' records never come back)."""
-import itertools
 
 import pytest
 
@@ -23,14 +22,11 @@ CONTENTS = [
     "falcon",
 ]
 
-
 def searched_alone(tenant, queries: dict[int, str]) -> set[int]:
     return {pk for pk, q in queries.items() if records_search(tenant=tenant, q=q, limit=1, within_ids=[pk])}
 
-
 def similar_alone(tenant, queries: dict[int, str]) -> set[int]:
     return {pk for pk, q in queries.items() if records_similar(tenant=tenant, q=q, limit=1, within_ids=[pk])}
-
 
 @pytest.fixture
 def store(tenant, chat, other_tenant):
@@ -51,13 +47,11 @@ def store(tenant, chat, other_tenant):
     Lineage.objects.bulk_create([Lineage(artifact=shared, source=hidden[5]), Lineage(artifact=shared, source=visible[0])])
     return visible + hidden + redacted + [theirs]
 
-
 def all_queries(records) -> list[dict[int, str]]:
     """Each record with its own words, and with every other record's words (matching and not)."""
     words = [" ".join(c.split()[:5]) for c in CONTENTS] + ["ADDRESS tangerine", "100%", "pure_gold", "\\slash", "zzz"]
     return [{r.pk: w for r in records} for w in words] + [{r.pk: " ".join(r.content.split()[:5]) or "x"
                                                             for r in records}]
-
 
 def test_keyword_search_each_finds_what_each_search_alone_finds(tenant, store):
     contents = dict(Record.objects.filter(pk__in=[r.pk for r in store]).values_list("pk", "content"))
@@ -70,7 +64,6 @@ def test_keyword_search_each_finds_what_each_search_alone_finds(tenant, store):
     for queries in all_queries(store):
         assert records_search_each(tenant=tenant, queries=queries) == searched_alone(tenant, queries), queries
 
-
 def test_similarity_search_each_finds_what_each_search_alone_finds(tenant, store):
     own = {r.pk: r.content for r in store}
     found = records_similar_each(tenant=tenant, queries=own)
@@ -80,7 +73,6 @@ def test_similarity_search_each_finds_what_each_search_alone_finds(tenant, store
     assert hidden_falcon.pk in found  # through the visible record that shares its embedding
     for queries in all_queries(store):
         assert records_similar_each(tenant=tenant, queries=queries) == similar_alone(tenant, queries), queries
-
 
 def test_similarity_search_each_scores_each_record_among_its_own_embeddings_only(tenant, chat):
     """A hidden record's two nearest embeddings are its own; the third, shared with a visible record, is not
