@@ -13,6 +13,7 @@ from dsr.services import notify, workflow
 from memory import errors as memory_errors
 from memory.models import DerivedArtifact, ForgetEvent, Lineage, Record
 from memory.selectors import records_search, records_similar
+from memory.services import records_refusals
 from retention.services import hold_place
 from tests.dsr.test_workflow_steps import run_to_end
 from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
@@ -344,3 +345,23 @@ def test_a_leftover_in_one_read_path_of_one_subject_of_a_group_keeps_that_reques
         content = leaky_scenario.free[0].content
         assert records_search(tenant=leaky.tenant, q=content, limit=1, within_ids=[leaky_scenario.free[0].pk])
         assert records_similar(tenant=leaky.tenant, q=content, limit=1, within_ids=[leaky_scenario.free[0].pk])
+
+
+@pytest.mark.django_db
+def test_a_groups_decisions_are_stored_with_each_records_own_reason_and_deferral(mailoutbox):
+    made = started_requests()
+
+    workflow.step_plan(request_id=made[0][1].pk)
+
+    for scenario, request in made:
+        items = {i.object_id: i for i in RequestItem.objects.filter(request=request, kind="record")}
+        locks = {r.pk: r for r in Record.objects.filter(pk__in=[scenario.under_rule.pk, scenario.under_hold.pk])}
+        assert {pk: (i.decision, i.reason, i.deferred_until) for pk, i in items.items() if pk not in locks} == {
+            r.pk: ("erase", None, None) for r in scenario.free}
+        rule, hold = items[scenario.under_rule.pk], items[scenario.under_hold.pk]
+        assert (rule.decision, rule.reason["code"], rule.reason["authority"]) == ("hide", "retention_lock",
+                                                                                 "SEC 17a-4(f)")
+        assert rule.deferred_until == locks[scenario.under_rule.pk].retained_until
+        assert (hold.decision, hold.reason["code"], hold.deferred_until) == ("hide", "legal_hold", None)
+        refused = records_refusals(tenant=request.tenant, record_ids=sorted(locks), mode="redact")
+        assert (rule.reason, hold.reason) == (refused[rule.object_id], refused[hold.object_id])
