@@ -28,6 +28,7 @@ import json
 import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -110,7 +111,7 @@ def _locked(request_id: int) -> SubjectRequest | None:
             .select_related("tenant", "subject").first())
 
 
-def _is_due(request: SubjectRequest, step: str) -> bool:
+def _is_due(request: SubjectRequest | Standing, step: str) -> bool:
     """The message's own request is due at its step by its status and marks (a verified request with no
     start mark too: the message is the start)."""
     if step == PLAN:
@@ -124,6 +125,26 @@ def _is_due(request: SubjectRequest, step: str) -> bool:
     return request.status in _FINISHED and not request.notified_at
 
 
+@dataclass(frozen=True)
+class Standing:
+    """Where a request stands: what `_is_due` and `_next_for` read of it."""
+    status: str
+    executed_at: datetime | None
+    notified_at: datetime | None
+
+
+# found_done's read, written out: it is all that 49 of every 50 deliveries do once steps run for groups, and the
+# ORM's query and model took ~0.35 of its ~0.45 ms of CPU (bench_workflow.py).
+_STANDING_SQL = f"SELECT status, executed_at, notified_at FROM {SubjectRequest._meta.db_table} WHERE id = %s"
+
+
+def _standing(request_id: int) -> Standing | None:
+    with connection.cursor() as cursor:
+        cursor.execute(_STANDING_SQL, [request_id])
+        row = cursor.fetchone()
+    return Standing(*row) if row else None
+
+
 def found_done(*, request_id: int, step: str) -> StepResult | None:
     """For a delivery whose request is not due at its step (a group advanced it, or a duplicate): where the
     request stands, from one plain read by primary key, with no transaction and no lock. None when it is
@@ -131,7 +152,7 @@ def found_done(*, request_id: int, step: str) -> StepResult | None:
     either way: a request seen due is checked again under its lock, and one seen past its step gets the next
     step it was seen due at, which finds its own work done in turn. Most deliveries end here once steps
     run for groups (49 of 50), so this is the cost they add to a request."""
-    request = SubjectRequest.objects.filter(pk=request_id).only("status", "executed_at", "notified_at").first()
+    request = _standing(request_id)
     if request is not None and _is_due(request, step):
         return None
     return StepResult(False, _next_for(request) if step != NOTIFY else None)
@@ -609,7 +630,7 @@ def _confirm_gaps(requests: list[SubjectRequest], items: dict[int, list[tuple]])
     return answers
 
 
-def _next_for(request: SubjectRequest | None) -> str | None:
+def _next_for(request: SubjectRequest | Standing | None) -> str | None:
     """Where a request stands, for a step that found its own work already done (a duplicate delivery)."""
     if request is None:
         return None
