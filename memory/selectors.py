@@ -24,6 +24,8 @@ MAX_QUERY_CHARS = 1000
 # (record, query) pairs per statement of the `_each` forms: a keyword query is up to ten LIKE conditions, so a
 # few thousand of them keep a statement to some hundred kilobytes.
 EACH_BATCH = 500
+# Ids per `IN` list elsewhere in the `_each` forms.
+IDS_BATCH = 5_000
 
 
 def _visible_records(tenant: Tenant, ids) -> QuerySet:
@@ -145,9 +147,9 @@ def _nearest(rows: list[tuple[int, bytes]], text: str, k: int) -> dict[int, floa
 
 
 def _sources_of(artifact_ids) -> dict[int, set[int]]:
-    """{artifact id: its source record ids}, one query."""
+    """{artifact id: its source record ids}, one query per IDS_BATCH artifacts."""
     sources: dict[int, set[int]] = {}
-    for batch in batches(sorted(artifact_ids), EACH_BATCH * 10):
+    for batch in batches(sorted(artifact_ids), IDS_BATCH):
         for artifact_id, source_id in Lineage.objects.filter(artifact_id__in=batch).values_list(
                 "artifact_id", "source_id"):
             sources.setdefault(artifact_id, set()).add(source_id)
@@ -187,7 +189,7 @@ def records_similar_each(*, tenant: Tenant, queries: dict[int, str]) -> set[int]
     is embedded on its own, as the single search does (a batching model could score a batch differently)."""
     texts = {pk: _query_valid(q) for pk, q in queries.items()}
     rows: dict[int, list[tuple[int, bytes]]] = {}
-    for batch in batches(sorted(texts), EACH_BATCH * 10):
+    for batch in batches(sorted(texts), IDS_BATCH):
         for source_id, artifact_id, vector in (_embedding_index(tenant).filter(lineage__source_id__in=batch)
                                                .order_by("pk").values_list("lineage__source_id", "pk", "vector")):
             rows.setdefault(source_id, []).append((artifact_id, vector))

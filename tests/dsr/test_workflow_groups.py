@@ -295,8 +295,9 @@ def _put_back(model, pk: int, **changes) -> dict:
 
 
 def _leaks(scenario) -> dict:
-    """Per read path, a leftover of one subject that only that path (or the paths sharing its final step) shows:
-    {name: (make it, after the execute step), the paths that must report it)}."""
+    """Per read path, a leftover of one subject that only that path shows (with the paths that share its final
+    step or its copy): {name: (a function that leaves it, run after the execute step; the paths that must
+    report it)}."""
     free, summary = scenario.free[0], scenario.summary_id
     embedding = DerivedArtifact.objects.filter(kind="embedding", lineage__source=free).values_list("pk", flat=True)[0]
     row, vector = _put_back(Record, free.pk), _put_back(DerivedArtifact, embedding)
