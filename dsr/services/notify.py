@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import Counter, defaultdict
+
+import orjson
 
 from django.conf import settings
 from django.core.mail import EmailMessage
@@ -84,8 +87,35 @@ def _send(request: SubjectRequest, notice: SubjectNotice) -> None:
         return
     message = EmailMessage(subject=notice.subject_line, body=notice.body, to=[notice.to],
                            from_email=settings.DEFAULT_FROM_EMAIL)
-    message.attach(f"receipt-request-{request.pk}.json", json.dumps(notice.receipt, indent=2), "application/json")
+    message.attach(f"receipt-request-{request.pk}.json", receipt_text(notice.receipt), "application/json")
     message.send()
+
+
+_NOT_ASCII = re.compile(r"[^\x00-\x7e]")
+
+
+def _escaped(match: re.Match) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xd800 | code >> 10:04x}\\u{0xdc00 | code & 0x3ff:04x}"
+
+
+def receipt_text(receipt: dict | None) -> str:
+    """The attachment: exactly the text of `json.dumps(receipt, indent=2)` (ASCII, non-ASCII characters
+    escaped as \\uXXXX), made by orjson in ~5 µs instead of ~100: same indentation, separators and key order;
+    what orjson writes as UTF-8 (the checkpoint's em dash) escaped as `json` does, DEL too. For what an
+    erasure's receipt is made of (str, int, dicts with str keys, lists: tombstones/receipts.py); orjson would
+    write a float differently (1e16 against 1e+16), so an access request's export (anything its records
+    hold) goes through `json`, as does what orjson refuses (a non-str key, a lone surrogate)."""
+    if receipt is None or "export" in receipt:
+        return json.dumps(receipt, indent=2)
+    try:
+        text = orjson.dumps(receipt, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:  # orjson.JSONEncodeError: a key that is not a str, a lone surrogate, an int past 64 bits
+        return json.dumps(receipt, indent=2)
+    return text if text.isascii() and "\x7f" not in text else _NOT_ASCII.sub(_escaped, text)
 
 
 def _notices_compose(requests: list[SubjectRequest], *, earlier: dict[int, list], sent_at) -> dict[int, SubjectNotice]:
