@@ -118,6 +118,10 @@ def receipt_text(receipt: dict | None) -> str:
     return text if text.isascii() and "\x7f" not in text else _NOT_ASCII.sub(_escaped, text)
 
 
+_ITEM_FIELDS = ("request_id", "kind", "object_id", "artifact_kind", "decision", "outcome", "reason", "deferred_until",
+                "forget_event_id", "tombstone_id")
+
+
 def _notices_compose(requests: list[SubjectRequest], *, earlier: dict[int, list], sent_at) -> dict[int, SubjectNotice]:
     """Each request's outcome notice (not saved), for requests of one tenant, with one query per table for
     all of them: their items, their recipients, and the receipts of all their tombstones (one checkpoint)."""
@@ -126,7 +130,10 @@ def _notices_compose(requests: list[SubjectRequest], *, earlier: dict[int, list]
     if not requests:
         return {}
     items: dict[int, list[RequestItem]] = defaultdict(list)
-    for item in RequestItem.objects.filter(request_id__in=[r.pk for r in requests]).order_by("pk"):
+    # Named rows, not model instances (~40% of the step's CPU went to building 1,000 instances a group);
+    # the compose functions below read only these attributes.
+    for item in (RequestItem.objects.filter(request_id__in=[r.pk for r in requests]).order_by("pk")
+                 .values_list(*_ITEM_FIELDS, named=True)):
         items[item.request_id].append(item)
     tombstones = {r.pk: sorted({str(i.tombstone_id) for i in items[r.pk] if i.tombstone_id})
                   for r in requests if r.type != RequestType.ACCESS}
