@@ -14,13 +14,14 @@ import orjson
 
 from django.conf import settings
 from django.core.mail import EmailMessage
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from config.errors import ApplicationError
 from dsr.models import ItemDecision, ItemKind, ItemOutcome, RequestItem, RequestType, SubjectNotice
 from dsr.models import SubjectRequest
 from dsr.services.states import histories_add
+from memory.lookups import batches
 from memory.models import ArchiveDeletion, FleetCopyNotice
 
 logger = logging.getLogger(__name__)
@@ -74,12 +75,50 @@ def step_notify(*, request_id: int):
             notified.append(request)
             notes[request.pk] = ("outcome sent to the subject" if notice.to
                                  else "no address on file: outcome kept on record")
-        SubjectNotice.objects.bulk_create(stored)
+        _notices_store(stored)
         SubjectRequest.objects.filter(pk__in=[r.pk for r in notified]).update(notified_at=now)
         histories_add(requests=notified, action="subject_notified", actor=WORKFLOW, notes=notes)
     if failed is not None:
         raise failed
     return StepResult(True, None)
+
+
+# Notices per INSERT: a group's (LEDGER_WORKFLOW_GROUP_SIZE, 50) in one statement; at ~8 kB a notice (the
+# body and two receipts), 100 keep a statement near 1 MB.
+NOTICE_BATCH = 100
+_NOTICE_COLUMNS = ("request_id", "kind", "to", "subject_line", "body", "receipt", "sent_at", "created_at")
+
+
+def _notices_store(notices: list[SubjectNotice]) -> None:
+    """`bulk_create` of new notices; on PostgreSQL one written-out INSERT per NOTICE_BATCH, each receipt
+    encoded by orjson and cast to jsonb by the server (bulk_create spent ~0.22 ms of CPU a notice, most of
+    it `json.dumps` of the ~7 kB receipt through psycopg's Jsonb; this ~0.07). jsonb keeps the value, not
+    the text, so the encoder's spelling does not matter; what orjson refuses (a non-str key, an int past
+    64 bits) is encoded by `json` as JSONField would."""
+    if connection.vendor != "postgresql":
+        SubjectNotice.objects.bulk_create(notices)
+        return
+    created_at = timezone.now()
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(SubjectNotice._meta.get_field(name.removesuffix("_id")).column)
+                        for name in _NOTICE_COLUMNS)
+    for batch in batches(notices, NOTICE_BATCH):
+        params = []
+        for notice in batch:
+            params += [notice.request_id, notice.kind, notice.to, notice.subject_line, notice.body,
+                       _jsonb_text(notice.receipt), notice.sent_at, created_at]
+        rows = ", ".join(["(%s, %s, %s, %s, %s, %s::jsonb, %s, %s)"] * len(batch))
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {quote(SubjectNotice._meta.db_table)} ({columns}) VALUES {rows}", params)
+
+
+def _jsonb_text(document) -> str | None:
+    if document is None:
+        return None  # SQL NULL, as JSONField(null=True) stores None
+    try:
+        return orjson.dumps(document).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(document)
 
 
 def _send(request: SubjectRequest, notice: SubjectNotice) -> None:

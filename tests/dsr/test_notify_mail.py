@@ -3,6 +3,7 @@ byte for byte `json.dumps(receipt, indent=2)`, and the notice's text is what mod
 import json
 
 import pytest
+from django.utils import timezone
 
 from dsr.models import RequestItem, SubjectNotice
 from dsr.services import notify
@@ -60,3 +61,33 @@ def test_the_mail_carries_the_receipts_as_json_dumps_wrote_them_and_the_notice_t
                                         recipients=notify._recipients({request.pk: items}))
     assert (recomposed.subject_line, recomposed.body, recomposed.to) == (notice.subject_line, notice.body, notice.to)
     assert mail.body == notice.body and "supervisory authority" in mail.body
+
+
+@pytest.mark.django_db
+def test_notices_stored_by_the_written_out_insert_read_back_as_bulk_create_stores_them():
+    scenario = erasure_scenario()
+    requests = [verified_request(scenario), verified_request(scenario, subject="subject-8")]
+    receipts = [{"request": 1, "receipts": [{"checkpoint": "\u2014 caf\u00e9 \U0001F600", "salts": {}}]},
+                {"request": 2, "receipts": [{7: "an int key: orjson refuses it, json writes it as \"7\""}]},
+                None]
+    sent_at = timezone.now()
+
+    def notices(kind):
+        return [SubjectNotice(request=request, kind=f"{kind}-{n}", to="subject@example.org", subject_line="s \u00e9",
+                              body=f"body {n}\n\u2014", receipt=receipt, sent_at=sent_at)
+                for request in requests for n, receipt in enumerate(receipts)]
+
+    notify._notices_store(notices("written"))
+    SubjectNotice.objects.bulk_create(notices("orm"))
+
+    fields = ("request_id", "to", "subject_line", "body", "receipt", "sent_at")
+    stored = {(n.request_id, n.kind): n for n in SubjectNotice.objects.filter(request__in=requests)}
+    assert len(stored) == 2 * len(requests) * len(receipts)
+    for request in requests:
+        for n in range(len(receipts)):
+            written, orm = stored[request.pk, f"written-{n}"], stored[request.pk, f"orm-{n}"]
+            assert [getattr(written, f) for f in fields] == [getattr(orm, f) for f in fields]
+            assert written.created_at is not None
+    assert SubjectNotice.objects.filter(request__in=requests, kind__startswith="written", receipt__isnull=True).count() == 2
+    assert SubjectNotice.objects.get(request=requests[0], kind="written-1").receipt == {
+        "request": 2, "receipts": [{"7": "an int key: orjson refuses it, json writes it as \"7\""}]}
