@@ -2,6 +2,7 @@
 import os
 
 from celery import Celery
+from celery.signals import task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -9,3 +10,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 app = Celery("ledger", include=["config.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def database_connections_recycle(sender=None, **kwargs):
+    """Django's request rules for the worker's database connections, before and after each task: a connection
+    that is past CONN_MAX_AGE (0 by default: every one), or broke, is closed; one that is kept is checked before
+    its next use when CONN_HEALTH_CHECKS is on (settings: CELERY_DB_REUSE_MAX). Not for a task run eagerly,
+    inside its caller's transaction."""
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return
+    from django.db import close_old_connections
+
+    close_old_connections()

@@ -157,6 +157,13 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Celery's Django fixup closes every database connection after every task (Celery >= 5.6 no longer reads
+# CONN_MAX_AGE), so a worker paid a new PostgreSQL backend, with cold catalog caches, for every delivery,
+# even one that only finds its work done (~2 ms of worker CPU each in bench_workflow.py). With this it
+# force-closes them only every N tasks, and config/celery.py applies Django's own rules around each task, as
+# around a web request: closed after it unless DATABASE_URL sets CONN_MAX_AGE (the default, 0, still closes
+# after every task), and with CONN_HEALTH_CHECKS checked before a kept connection is used again.
+CELERY_DB_REUSE_MAX = env.int("LEDGER_WORKER_DB_REUSE_MAX", default=1000)
 
 # The embedder that turns content into vectors for similarity search (dotted path to a class).
 LEDGER_EMBEDDER = env.str("LEDGER_EMBEDDER", default="memory.embedding.HashingEmbedder")

@@ -5,12 +5,15 @@ whatever a candidate source returns (an index, a lineage walk), forgotten conten
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
+from operator import or_
 
 import numpy as np
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from memory import errors
 from memory.embedding import embedder, vectors_from_bytes
+from memory.lookups import batches
 from memory.models import ArtifactKind, DeletedRecord, DerivedArtifact, Lineage, Record, Tenant
 from memory.services.scopes import scope_descendant_ids, scope_get
 
@@ -18,6 +21,11 @@ MAX_PAGE = 500
 # Ids are 64-bit; a larger number in a URL names nothing (and must not reach the database).
 MAX_ID = 2**63 - 1
 MAX_QUERY_CHARS = 1000
+# (record, query) pairs per statement of the `_each` forms: a keyword query is up to ten LIKE conditions, so a
+# few thousand of them keep a statement to some hundred kilobytes.
+EACH_BATCH = 500
+# Ids per `IN` list elsewhere in the `_each` forms.
+IDS_BATCH = 5_000
 
 
 def _visible_records(tenant: Tenant, ids) -> QuerySet:
@@ -79,6 +87,12 @@ def _query_valid(q: object) -> str:
     return q.strip()
 
 
+def _keyword_match(q: str) -> Q:
+    """The keyword search's test of a record: its content contains each of the first ten words of `q`,
+    case-insensitive (`q` already valid)."""
+    return reduce(lambda match, word: match & Q(content__icontains=word), q.split()[:10], Q())
+
+
 def records_search(*, tenant: Tenant, q: str, limit: int = 20, within_ids: list[int] | None = None) -> list[Record]:
     """Keyword search: records whose content contains the words of `q` (case-insensitive).
 
@@ -89,10 +103,23 @@ def records_search(*, tenant: Tenant, q: str, limit: int = 20, within_ids: list[
     candidates = Record.objects.filter(tenant=tenant, forgotten_at__isnull=True, redacted_at__isnull=True)
     if within_ids is not None:
         candidates = candidates.filter(pk__in=within_ids)
-    for word in q.split()[:10]:
-        candidates = candidates.filter(content__icontains=word)
-    ids = list(candidates.order_by("-pk").values_list("pk", flat=True)[:limit])
+    ids = list(candidates.filter(_keyword_match(q)).order_by("-pk").values_list("pk", flat=True)[:limit])
     return list(_visible_records(tenant, ids).order_by("-pk")[:limit])
+
+
+def records_search_each(*, tenant: Tenant, queries: dict[int, str]) -> set[int]:
+    """Keyword search for many records at once, each for its own `q` (record id -> q): the records that
+    `records_search(tenant=tenant, q=q, within_ids=[record id])` returns, with the same match and the same
+    final step, in one statement per EACH_BATCH records instead of one search each (how confirm-erasure
+    probes this path for a group of forgets)."""
+    found: set[int] = set()
+    for batch in batches(sorted((pk, _query_valid(q)) for pk, q in queries.items()), EACH_BATCH):
+        candidates = (Record.objects.filter(tenant=tenant, forgotten_at__isnull=True, redacted_at__isnull=True,
+                                            pk__in=[pk for pk, _ in batch])
+                      .filter(reduce(or_, (Q(pk=pk) & _keyword_match(q) for pk, q in batch)))
+                      .values("pk"))
+        found.update(_visible_records(tenant, candidates).values_list("pk", flat=True))
+    return found
 
 
 @dataclass(frozen=True)
@@ -101,30 +128,48 @@ class SimilarHit:
     score: float
 
 
-def similarity_candidates(*, tenant: Tenant, text: str, k: int,
-                          within_ids: list[int] | None = None) -> list[tuple[int, float]]:
-    """The similarity index: (record id, cosine) of the nearest embeddings, before the final step.
+def _embedding_index(tenant: Tenant) -> QuerySet:
+    """The similarity index: the `DerivedArtifact(kind=embedding)` rows themselves, so a forgotten embedding
+    leaves it with its row."""
+    return DerivedArtifact.objects.filter(tenant=tenant, kind=ArtifactKind.EMBEDDING, vector__isnull=False,
+                                          forgotten_at__isnull=True)
 
-    Brute force over the tenant's live embedding vectors with NumPy; the index is the
-    `DerivedArtifact(kind=embedding)` rows themselves, so a forgotten embedding leaves it with its row.
-    """
-    index = DerivedArtifact.objects.filter(tenant=tenant, kind=ArtifactKind.EMBEDDING, vector__isnull=False,
-                                           forgotten_at__isnull=True)
-    if within_ids is not None:
-        index = index.filter(lineage__source_id__in=within_ids)
-    rows = list(index.values_list("pk", "vector"))
-    if not rows:
-        return []
+
+def _nearest(rows: list[tuple[int, bytes]], text: str, k: int) -> dict[int, float]:
+    """Of these (artifact id, vector) rows, the 2k nearest to `text` that share something with it: {artifact id:
+    cosine}. Brute force with NumPy."""
     model = embedder()
     matrix = vectors_from_bytes([v for _, v in rows], model.dim)
     scores = matrix @ model.embed([text])[0]
     top = np.argsort(-scores)[: k * 2]
     # A cosine of zero or less shares nothing with the query: not a hit, however short the list.
-    artifact_ids = {rows[i][0]: float(scores[i]) for i in top if scores[i] > 0}
+    return {rows[i][0]: float(scores[i]) for i in top if scores[i] > 0}
+
+
+def _sources_of(artifact_ids) -> dict[int, set[int]]:
+    """{artifact id: its source record ids}, one query per IDS_BATCH artifacts."""
+    sources: dict[int, set[int]] = {}
+    for batch in batches(sorted(artifact_ids), IDS_BATCH):
+        for artifact_id, source_id in Lineage.objects.filter(artifact_id__in=batch).values_list(
+                "artifact_id", "source_id"):
+            sources.setdefault(artifact_id, set()).add(source_id)
+    return sources
+
+
+def similarity_candidates(*, tenant: Tenant, text: str, k: int,
+                          within_ids: list[int] | None = None) -> list[tuple[int, float]]:
+    """The similarity index: (record id, cosine) of the nearest embeddings, before the final step."""
+    index = _embedding_index(tenant)
+    if within_ids is not None:
+        index = index.filter(lineage__source_id__in=within_ids)
+    rows = list(index.order_by("pk").values_list("pk", "vector"))
+    if not rows:
+        return []
+    artifact_ids = _nearest(rows, text, k)
     best: dict[int, float] = {}
-    for artifact_id, source_id in Lineage.objects.filter(artifact_id__in=artifact_ids).values_list(
-            "artifact_id", "source_id"):
-        best[source_id] = max(best.get(source_id, -1.0), artifact_ids[artifact_id])
+    for artifact_id, source_ids in _sources_of(artifact_ids).items():
+        for source_id in source_ids:
+            best[source_id] = max(best.get(source_id, -1.0), artifact_ids[artifact_id])
     return sorted(best.items(), key=lambda item: -item[1])
 
 
@@ -134,6 +179,26 @@ def records_similar(*, tenant: Tenant, q: str, limit: int = 10,
     candidates = similarity_candidates(tenant=tenant, text=q, k=limit, within_ids=within_ids)
     visible = {r.pk: r for r in _visible_records(tenant, [pk for pk, _ in candidates])}
     return [SimilarHit(visible[pk], score) for pk, score in candidates if pk in visible][:limit]
+
+
+def records_similar_each(*, tenant: Tenant, queries: dict[int, str]) -> set[int]:
+    """Similarity search for many records at once, each for its own `q` (record id -> q): the records for which
+    `records_similar(tenant=tenant, q=q, limit=1, within_ids=[record id])` returns a hit (which may be another
+    source of the same embedding), with the same index, scores and final step, in three queries for all of
+    them instead of up to three each (how confirm-erasure probes this path for a group of forgets). Each text
+    is embedded on its own, as the single search does (a batching model could score a batch differently)."""
+    texts = {pk: _query_valid(q) for pk, q in queries.items()}
+    rows: dict[int, list[tuple[int, bytes]]] = {}
+    for batch in batches(sorted(texts), IDS_BATCH):
+        for source_id, artifact_id, vector in (_embedding_index(tenant).filter(lineage__source_id__in=batch)
+                                               .order_by("pk").values_list("lineage__source_id", "pk", "vector")):
+            rows.setdefault(source_id, []).append((artifact_id, vector))
+    nearest = {pk: _nearest(found, texts[pk], 1) for pk, found in rows.items()}
+    sources = _sources_of({a for scores in nearest.values() for a in scores})
+    candidates = {pk: {s for a in scores for s in sources.get(a, ())} for pk, scores in nearest.items()}
+    wanted = sorted(set().union(*candidates.values())) if candidates else []
+    visible = set(_visible_records(tenant, wanted).values_list("pk", flat=True)) if wanted else set()
+    return {pk for pk, found in candidates.items() if found & visible}
 
 
 def artifacts_for_source(*, tenant: Tenant, record_id: int) -> list[DerivedArtifact]:

@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import Counter, defaultdict
+
+import orjson
 
 from django.conf import settings
 from django.core.mail import EmailMessage
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from config.errors import ApplicationError
 from dsr.models import ItemDecision, ItemKind, ItemOutcome, RequestItem, RequestType, SubjectNotice
 from dsr.models import SubjectRequest
 from dsr.services.states import histories_add
+from memory.lookups import batches
 from memory.models import ArchiveDeletion, FleetCopyNotice
 
 logger = logging.getLogger(__name__)
@@ -71,7 +75,7 @@ def step_notify(*, request_id: int):
             notified.append(request)
             notes[request.pk] = ("outcome sent to the subject" if notice.to
                                  else "no address on file: outcome kept on record")
-        SubjectNotice.objects.bulk_create(stored)
+        _notices_store(stored)
         SubjectRequest.objects.filter(pk__in=[r.pk for r in notified]).update(notified_at=now)
         histories_add(requests=notified, action="subject_notified", actor=WORKFLOW, notes=notes)
     if failed is not None:
@@ -79,13 +83,82 @@ def step_notify(*, request_id: int):
     return StepResult(True, None)
 
 
+# Notices per INSERT: a group's (LEDGER_WORKFLOW_GROUP_SIZE, 50) in one statement; at ~8 kB a notice (the
+# body and two receipts), 100 keep a statement near 1 MB.
+NOTICE_BATCH = 100
+_NOTICE_COLUMNS = ("request_id", "kind", "to", "subject_line", "body", "receipt", "sent_at", "created_at")
+
+
+def _notices_store(notices: list[SubjectNotice]) -> None:
+    """`bulk_create` of new notices; on PostgreSQL one written-out INSERT per NOTICE_BATCH, each receipt
+    encoded by orjson and cast to jsonb by the server (bulk_create spent ~0.22 ms of CPU a notice, most of
+    it `json.dumps` of the ~7 kB receipt through psycopg's Jsonb; this ~0.07). jsonb keeps the value, not
+    the text, so the encoder's spelling does not matter; what orjson refuses (a non-str key, an int past
+    64 bits) is encoded by `json` as JSONField would."""
+    if connection.vendor != "postgresql":
+        SubjectNotice.objects.bulk_create(notices)
+        return
+    created_at = timezone.now()
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(SubjectNotice._meta.get_field(name.removesuffix("_id")).column)
+                        for name in _NOTICE_COLUMNS)
+    for batch in batches(notices, NOTICE_BATCH):
+        params = []
+        for notice in batch:
+            params += [notice.request_id, notice.kind, notice.to, notice.subject_line, notice.body,
+                       _jsonb_text(notice.receipt), notice.sent_at, created_at]
+        rows = ", ".join(["(%s, %s, %s, %s, %s, %s::jsonb, %s, %s)"] * len(batch))
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {quote(SubjectNotice._meta.db_table)} ({columns}) VALUES {rows}", params)
+
+
+def _jsonb_text(document) -> str | None:
+    if document is None:
+        return None  # SQL NULL, as JSONField(null=True) stores None
+    try:
+        return orjson.dumps(document).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(document)
+
+
 def _send(request: SubjectRequest, notice: SubjectNotice) -> None:
     if not notice.to:
         return
     message = EmailMessage(subject=notice.subject_line, body=notice.body, to=[notice.to],
                            from_email=settings.DEFAULT_FROM_EMAIL)
-    message.attach(f"receipt-request-{request.pk}.json", json.dumps(notice.receipt, indent=2), "application/json")
+    message.attach(f"receipt-request-{request.pk}.json", receipt_text(notice.receipt), "application/json")
     message.send()
+
+
+_NOT_ASCII = re.compile(r"[^\x00-\x7e]")
+
+
+def _escaped(match: re.Match) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xd800 | code >> 10:04x}\\u{0xdc00 | code & 0x3ff:04x}"
+
+
+def receipt_text(receipt: dict | None) -> str:
+    """The attachment: exactly the text of `json.dumps(receipt, indent=2)` (ASCII, non-ASCII characters
+    escaped as \\uXXXX), made by orjson in ~5 µs instead of ~100: same indentation, separators and key order;
+    what orjson writes as UTF-8 (the checkpoint's em dash) escaped as `json` does, DEL too. For what an
+    erasure's receipt is made of (str, int, dicts with str keys, lists: tombstones/receipts.py); orjson would
+    write a float differently (1e16 against 1e+16), so an access request's export (anything its records
+    hold) goes through `json`, as does what orjson refuses (a non-str key, a lone surrogate)."""
+    if receipt is None or "export" in receipt:
+        return json.dumps(receipt, indent=2)
+    try:
+        text = orjson.dumps(receipt, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:  # orjson.JSONEncodeError: a key that is not a str, a lone surrogate, an int past 64 bits
+        return json.dumps(receipt, indent=2)
+    return text if text.isascii() and "\x7f" not in text else _NOT_ASCII.sub(_escaped, text)
+
+
+_ITEM_FIELDS = ("request_id", "kind", "object_id", "artifact_kind", "decision", "outcome", "reason", "deferred_until",
+                "forget_event_id", "tombstone_id")
 
 
 def _notices_compose(requests: list[SubjectRequest], *, earlier: dict[int, list], sent_at) -> dict[int, SubjectNotice]:
@@ -96,7 +169,10 @@ def _notices_compose(requests: list[SubjectRequest], *, earlier: dict[int, list]
     if not requests:
         return {}
     items: dict[int, list[RequestItem]] = defaultdict(list)
-    for item in RequestItem.objects.filter(request_id__in=[r.pk for r in requests]).order_by("pk"):
+    # Named rows, not model instances (~40% of the step's CPU went to building 1,000 instances a group);
+    # the compose functions below read only these attributes.
+    for item in (RequestItem.objects.filter(request_id__in=[r.pk for r in requests]).order_by("pk")
+                 .values_list(*_ITEM_FIELDS, named=True)):
         items[item.request_id].append(item)
     tombstones = {r.pk: sorted({str(i.tombstone_id) for i in items[r.pk] if i.tombstone_id})
                   for r in requests if r.type != RequestType.ACCESS}

@@ -183,30 +183,26 @@ def _with_content(ids: list[int], rows: dict) -> list[int]:
 
 
 def _search_probe(tenant: Tenant, sampled: list[int], rows: dict) -> list[dict]:
-    """Search for the words of every sampled record whose content is still stored: none may come back."""
-    found = []
-    for pk in sampled:
-        content = rows[pk][0]
-        words = " ".join(content.split()[:5])[:200]
-        if words and selectors.records_search(tenant=tenant, q=words, limit=1, within_ids=[pk]):
-            found.append({"record_id": pk, "path": "keyword_search", "gap": "visible"})
-    return found
+    """Search for the words of every sampled record whose content is still stored: none may come back. One
+    keyword search per record, all made by one statement (`records_search_each`)."""
+    queries = {pk: words for pk in sampled if (words := " ".join(rows[pk][0].split()[:5])[:200])}
+    found = selectors.records_search_each(tenant=tenant, queries=queries) if queries else set()
+    return [{"record_id": pk, "path": "keyword_search", "gap": "visible"} for pk in sampled if pk in found]
 
 
 def _similarity_probe(tenant: Tenant, ids: list[int], sampled: list[int], rows: dict) -> tuple[list[dict], list[dict]]:
     """No vector derived from these records may remain in the similarity index, and no sampled record
-    whose content is still stored may come back from a similarity search."""
+    whose content is still stored may come back from a similarity search (one search per record, all made
+    by `records_similar_each`)."""
     vectors = []
     for batch in batches(ids, _PROBE_BATCH):
         for artifact_id, source_id in (Lineage.objects.filter(source_id__in=batch, artifact__vector__isnull=False)
                                        .values_list("artifact_id", "source_id")):
             vectors.append({"record_id": source_id, "artifact_id": artifact_id, "path": "similarity_index",
                             "gap": "vector_at_rest"})
-    similar = []
-    for pk in sampled:
-        content = rows[pk][0]
-        if selectors.records_similar(tenant=tenant, q=content[:1000], limit=1, within_ids=[pk]):
-            similar.append({"record_id": pk, "path": "similarity_search", "gap": "visible"})
+    queries = {pk: rows[pk][0][:1000] for pk in sampled}
+    found = selectors.records_similar_each(tenant=tenant, queries=queries) if queries else set()
+    similar = [{"record_id": pk, "path": "similarity_search", "gap": "visible"} for pk in sampled if pk in found]
     return vectors, similar
 
 

@@ -11,7 +11,9 @@ from config.errors import ApplicationError
 from dsr.models import ItemOutcome, RequestItem, RequestStatus, RetentionConflict, SubjectNotice, SubjectRequest
 from dsr.services import notify, workflow
 from memory import errors as memory_errors
-from memory.models import ForgetEvent, Record
+from memory.models import DerivedArtifact, ForgetEvent, Lineage, Record
+from memory.selectors import records_search, records_similar
+from memory.services import records_refusals
 from retention.services import hold_place
 from tests.dsr.test_workflow_steps import run_to_end
 from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
@@ -284,3 +286,83 @@ def test_a_groups_execute_forgets_at_most_one_batch_of_records_and_leaves_the_re
     run_to_end(third.pk)
     for scenario, request in made:
         assert_done_on_its_own(scenario, request, mailoutbox)
+
+
+def _put_back(model, pk: int, **changes) -> dict:
+    """A row a forget removed, written back as it was (what a path that forgot the guard would do)."""
+    row = model.objects.filter(pk=pk).values()[0]
+    return lambda: model.objects.create(**{**row, **changes})
+
+
+def _leaks(scenario) -> dict:
+    """Per read path, a leftover of one subject that only that path shows (with the paths that share its final
+    step or its copy): {name: (a function that leaves it, run after the execute step; the paths that must
+    report it)}."""
+    free, summary = scenario.free[0], scenario.summary_id
+    embedding = DerivedArtifact.objects.filter(kind="embedding", lineage__source=free).values_list("pk", flat=True)[0]
+    row, vector = _put_back(Record, free.pk), _put_back(DerivedArtifact, embedding)
+    link = Lineage.objects.filter(artifact_id=embedding).values("source_id", "artifact_id")[0]
+    kept = DerivedArtifact.objects.filter(kind="embedding", lineage__source=scenario.under_rule).values_list(
+        "pk", flat=True)[0]
+    kept_vector, kept_link = _put_back(DerivedArtifact, kept), {"source_id": scenario.under_rule.pk, "artifact_id": kept}
+
+    def visible_again():
+        row(), vector(), Lineage.objects.create(**link)
+
+    def vector_kept():  # the kept (hidden) record's embedding, back in the similarity index
+        kept_vector(), Lineage.objects.create(**kept_link)
+
+    return {
+        "read_by_id, scope listing, keyword and similarity search": (
+            visible_again, {"storage", "read_by_id", "scope_listing", "keyword_search", "similarity_search",
+                            "similarity_index", "derivatives"}),  # its embedding is back too
+        "storage": (_put_back(Record, free.pk, forgotten_at=free.created_at), {"storage"}),
+        "similarity index": (vector_kept, {"similarity_index", "derivatives"}),
+        "derivatives": (_put_back(DerivedArtifact, summary), {"derivatives"}),
+    }
+
+
+@pytest.mark.parametrize("path", ["read_by_id, scope listing, keyword and similarity search", "storage",
+                                  "similarity index", "derivatives"])
+@pytest.mark.django_db
+def test_a_leftover_in_one_read_path_of_one_subject_of_a_group_keeps_that_request_open(mailoutbox, path):
+    """The group's confirmation probes every read path for all its requests at once: what one subject has left
+    in any one path is still found, named, and keeps that request (only) from being completed."""
+    made = started_requests()
+    (_, first), (leaky_scenario, leaky), (_, third) = made
+    leak, paths = _leaks(leaky_scenario)[path]
+    assert workflow.step_plan(request_id=first.pk).next_step == workflow.EXECUTE
+    assert workflow.step_execute(request_id=first.pk).next_step == workflow.CONFIRM
+    leak()
+
+    workflow.step_confirm(request_id=first.pk)
+
+    statuses = dict(SubjectRequest.objects.values_list("pk", "status"))
+    assert (statuses[first.pk], statuses[leaky.pk], statuses[third.pk]) == (
+        RequestStatus.PARTIALLY_COMPLETED, RequestStatus.EXECUTING, RequestStatus.PARTIALLY_COMPLETED)
+    gaps = SubjectRequest.objects.get(pk=leaky.pk).gaps
+    assert {gap["path"] for gap in gaps if "path" in gap} == paths, gaps
+    if "keyword_search" in paths:  # what the single searches, record by record, find too
+        content = leaky_scenario.free[0].content
+        assert records_search(tenant=leaky.tenant, q=content, limit=1, within_ids=[leaky_scenario.free[0].pk])
+        assert records_similar(tenant=leaky.tenant, q=content, limit=1, within_ids=[leaky_scenario.free[0].pk])
+
+
+@pytest.mark.django_db
+def test_a_groups_decisions_are_stored_with_each_records_own_reason_and_deferral(mailoutbox):
+    made = started_requests()
+
+    workflow.step_plan(request_id=made[0][1].pk)
+
+    for scenario, request in made:
+        items = {i.object_id: i for i in RequestItem.objects.filter(request=request, kind="record")}
+        locks = {r.pk: r for r in Record.objects.filter(pk__in=[scenario.under_rule.pk, scenario.under_hold.pk])}
+        assert {pk: (i.decision, i.reason, i.deferred_until) for pk, i in items.items() if pk not in locks} == {
+            r.pk: ("erase", None, None) for r in scenario.free}
+        rule, hold = items[scenario.under_rule.pk], items[scenario.under_hold.pk]
+        assert (rule.decision, rule.reason["code"], rule.reason["authority"]) == ("hide", "retention_lock",
+                                                                                 "SEC 17a-4(f)")
+        assert rule.deferred_until == locks[scenario.under_rule.pk].retained_until
+        assert (hold.decision, hold.reason["code"], hold.deferred_until) == ("hide", "legal_hold", None)
+        refused = records_refusals(tenant=request.tenant, record_ids=sorted(locks), mode="redact")
+        assert (rule.reason, hold.reason) == (refused[rule.object_id], refused[hold.object_id])
