@@ -11,14 +11,15 @@ database this script drops and re-creates): bench_forget.py's 1,000,000 records 
 subjects measured here, 10 derived artifacts each (one summary per record, with lineage). A run erases
 the subjects it measures; `--reuse` takes untouched ones, and builds a new store when too few are left.
 
-Workflow side: 1,000 verified GDPR erasure requests (one message each); one worker
+Workflow side: 1,000 verified GDPR erasure requests; one worker
 (`--pool=solo`, Redis broker, a database connection kept from task to task) runs every step of every
 request: plan and evaluate (one transaction), execute (the one guarded forget, one per decision: a signed
 tombstone each, derivatives erased), confirm (every read path probed), notify (the outcome mail, with the
 receipts, to Django's locmem mail backend). The steps that are due run in the same task (dsr/tasks.py),
 each in its own transaction, for a group of up to LEDGER_WORKFLOW_GROUP_SIZE started requests due at the
-same step (dsr/services/workflow.py); a round's requests are marked started just before their messages are
-sent, as `workflow_start` does. Timed from the first start to the last notice.
+same step (dsr/services/workflow.py); a round's requests are started together, as an operator's selection in
+the admin is (`workflows_start`: the marks, the history rows, one message per group of requests). Timed from
+that start to the last notice.
 
 Raw side: for each of 1,000 other subjects, one transaction doing the same deletes: the derived
 artifacts (their lineage cascades), the nine unlocked records, a hide of the locked one, and one audit
@@ -180,16 +181,13 @@ class _Worker:
     def run(self, request_ids: list[int]) -> float:
         """Start these requests at once; seconds until the last one has notified its subject."""
         from dsr.models import SubjectRequest
-        from dsr.services.workflow import PLAN
-        from dsr.tasks import workflow_step
+        from dsr.services.workflow import workflows_start
 
-        from django.utils import timezone
-
-        # What `workflow_start` does for each (its history row aside): the mark, then one message each.
-        SubjectRequest.objects.filter(pk__in=request_ids).update(workflow_started_at=timezone.now())
+        # As an operator starts a selection of requests in the admin: the marks, the history rows and one
+        # message per group of requests (`workflows_start`), all on the clock.
+        requests = list(SubjectRequest.objects.filter(pk__in=request_ids).order_by("pk"))
         started = time.perf_counter()
-        for request_id in request_ids:
-            workflow_step.delay(request_id, PLAN)
+        workflows_start(requests=requests, actor="operator:bench")
         while SubjectRequest.objects.filter(pk__in=request_ids, notified_at__isnull=True).exists():
             if self.process.poll() is not None:
                 sys.exit("bench_workflow: the worker died; see var/bench-workflow-worker.log")

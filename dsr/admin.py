@@ -20,7 +20,6 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from config.admin_pages import act_page, page_render
-from config.errors import ApplicationError
 from dsr.dashboard import (
     SOON_DAYS,
     conflict_page_get,
@@ -35,7 +34,7 @@ from dsr.selectors import requests_due_within, requests_overdue
 from dsr.services import request_extend, request_reject_identity, request_verify_identity
 from dsr.services.conflicts import conflict_defer, conflict_override, conflict_uphold
 from dsr.services.states import OPEN
-from dsr.services.workflow import workflow_start
+from dsr.services.workflow import workflow_start, workflows_start
 from memory.models import Subject
 
 MEDIA_CSS = {"all": ["ledger/admin.css"]}
@@ -210,19 +209,15 @@ class SubjectRequestAdmin(admin.ModelAdmin):
 
     @admin.action(description="Start the workflow of the selected verified requests", permissions=["change"])
     def workflow_start_selected(self, request, queryset):
-        started, refused = [], []
-        for obj in queryset:
-            try:
-                workflow_start(request=obj, actor=actor_of(request))
-            except ApplicationError as exc:
-                refused.append(f"{obj.pk} ({exc.code})")
-                continue
+        result = workflows_start(requests=list(queryset.order_by("pk")), actor=actor_of(request))
+        for obj in result.started:
             self.log_change(request, obj, "started the workflow")
-            started.append(str(obj.pk))
-        if started:
-            messages.success(request, f"Workflow started for {len(started)} request(s): {', '.join(started)}.")
-        if refused:
-            messages.error(request, f"Not started (only verified requests run): {', '.join(refused)}.")
+        if result.started:
+            messages.success(request, f"Workflow started for {len(result.started)} request(s): "
+                                      f"{', '.join(str(obj.pk) for obj in result.started)}.")
+        if result.refused:
+            messages.error(request, "Not started (only verified requests run): "
+                                    f"{', '.join(f'{obj.pk} (not_verified)' for obj in result.refused)}.")
 
     # The request page replaces the raw change form: a request changes only through its actions.
     def change_view(self, request, object_id, form_url="", extra_context=None):

@@ -9,6 +9,11 @@ returns, and its redelivery starts from the first step, which finds its work don
 request stands (`_next_for`). A chain runs for at most INLINE_SECONDS; then the next step is enqueued
 after commit like any other, so that one large request neither holds a worker for long nor outlives the
 broker's visibility timeout, and other requests get their turn.
+
+Requests started together (`workflows_start`) get one message per group of them (`workflow_dispatch`),
+which runs each one's chain in turn: the first chain's steps take the group along, and each of the others
+then finds its work done with one read instead of a delivery of its own. `workflow_resume`, on a beat
+schedule (migration dsr 0007), re-enqueues whatever stands still between steps: a message that was lost.
 """
 from __future__ import annotations
 
@@ -35,7 +40,26 @@ INLINE_SECONDS = settings.LEDGER_WORKFLOW_INLINE_SECONDS
 @shared_task(name="dsr.workflow_step", acks_late=True, reject_on_worker_lost=True,
              autoretry_for=(OperationalError,), max_retries=5, retry_backoff=True)
 def workflow_step(request_id: int, step: str) -> None:
+    _chain(request_id, step, deadline=time.monotonic() + INLINE_SECONDS)
+
+
+@shared_task(name="dsr.workflow_dispatch", acks_late=True, reject_on_worker_lost=True,
+             autoretry_for=(OperationalError,), max_retries=5, retry_backoff=True)
+def workflow_dispatch(request_ids: list[int]) -> None:
+    """The first step of requests started together (`workflows_start`): each one's chain in turn, in this
+    task. The first chain's steps claim up to GROUP_SIZE due requests each (mostly this message's others),
+    so the rest find their work done with one read each, instead of a delivery each. Past INLINE_SECONDS,
+    the requests not reached yet go back to the broker as a dispatch of their own."""
     deadline = time.monotonic() + INLINE_SECONDS
+    for index, request_id in enumerate(request_ids):
+        if index and time.monotonic() >= deadline:
+            dispatch_enqueue(request_ids=request_ids[index:])
+            return
+        _chain(request_id, workflow.PLAN, deadline=deadline)
+
+
+def _chain(request_id: int, step: str, *, deadline: float) -> None:
+    """Run `step` and the steps that follow it here until `deadline`; then enqueue the next one."""
     while step:
         step = STEPS[step](request_id=request_id).next_step
         if step and time.monotonic() >= deadline:
@@ -45,6 +69,11 @@ def workflow_step(request_id: int, step: str) -> None:
 
 def step_enqueue(*, request_id: int, step: str) -> None:
     transaction.on_commit(lambda: workflow_step.delay(request_id, step))
+
+
+def dispatch_enqueue(*, request_ids: list[int]) -> None:
+    request_ids = list(request_ids)
+    transaction.on_commit(lambda: workflow_dispatch.delay(request_ids))
 
 
 @shared_task(name="dsr.workflow_resume", acks_late=True)

@@ -19,8 +19,9 @@ its own notice. A request whose own part fails with an application error (a forg
 mail the server refuses) is rolled back to its savepoint and left due, without spoiling the others (when
 the group's forget call fails, each request's forgets are made again on their own, each in a savepoint);
 any other error (a lost connection, a deadlock, a crash) rolls the whole group's step back, and the
-message is delivered again. A request that a group advanced still has its own message in the queue: that
-delivery finds its work done (one query under its row lock) and says where the request stands.
+message is delivered again. A request that a group advanced may still have its own message in the queue
+(a duplicate, or a start of its own): that delivery finds its work done (one plain read) and says where the
+request stands. Requests started together share a message per group (`workflows_start`).
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ from dsr.models import (
     RetentionConflict,
     SubjectRequest,
 )
-from dsr.services.states import histories_add, history_add, request_transition, requests_transition
+from dsr.services.states import histories_add, request_transition, requests_transition
 from memory.models import (
     ArchiveDeletion,
     ArtifactKind,
@@ -184,14 +185,39 @@ def workflow_start(*, request: SubjectRequest, actor: str) -> SubjectRequest:
         from dsr import errors
         raise errors.conflict("not_verified", "A request runs only after the subject's identity is verified.",
                               status=request.status)
-    now = timezone.now()
-    SubjectRequest.objects.filter(pk=request.pk, workflow_started_at__isnull=True).update(workflow_started_at=now)
-    request.workflow_started_at = request.workflow_started_at or now
-    history_add(request=request, action="workflow_started", actor=actor)
-    from dsr.tasks import step_enqueue
-
-    step_enqueue(request_id=request.pk, step=PLAN)
+    workflows_start(requests=[request], actor=actor)
     return request
+
+
+@dataclass(frozen=True)
+class WorkflowsStarted:
+    started: list[SubjectRequest]
+    refused: list[SubjectRequest]  # not verified: left as they are
+
+
+def workflows_start(*, requests: list[SubjectRequest], actor: str) -> WorkflowsStarted:
+    """Start the workflows of several requests at once (an operator's selection): the verified ones are
+    started, the others refused and left as they are.
+
+    The start marks and history rows are written set-based, and the first step is enqueued once per
+    GROUP_SIZE requests (`dsr.workflow_dispatch`, which runs each one's chain in turn), not once each: the
+    first chain's steps claim up to GROUP_SIZE due requests, so a message per request would mostly find its
+    work done, at the cost of a delivery each (~1.5 ms of a worker's CPU: bench_workflow.py). A lost
+    message is made good by `dsr.workflow_resume` (`requests_stalled`), as for any step."""
+    started = [r for r in requests if r.status == RequestStatus.VERIFIED]
+    refused = [r for r in requests if r.status != RequestStatus.VERIFIED]
+    if started:
+        now = timezone.now()
+        SubjectRequest.objects.filter(pk__in=[r.pk for r in started], workflow_started_at__isnull=True)\
+            .update(workflow_started_at=now)
+        for request in started:
+            request.workflow_started_at = request.workflow_started_at or now
+        histories_add(requests=started, action="workflow_started", actor=actor)
+        from dsr.tasks import dispatch_enqueue
+
+        for chunk in batches([r.pk for r in started], GROUP_SIZE):
+            dispatch_enqueue(request_ids=chunk)
+    return WorkflowsStarted(started, refused)
 
 
 def step_plan(*, request_id: int) -> StepResult:
@@ -669,15 +695,16 @@ def access_export(*, request: SubjectRequest) -> dict:
 
 
 def requests_stalled(*, older_than_seconds: int = 300):
-    """(request id, next step) of running workflows with no history for a while."""
+    """(request id, next step) of running workflows with no history for a while, started ones not yet
+    planned included (their first message lost)."""
     from datetime import timedelta
 
     from django.db.models import Max
 
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
-    running = (SubjectRequest.objects.filter(status__in=[RequestStatus.PLANNED, RequestStatus.EXECUTING,
-                                                         RequestStatus.COMPLETED, RequestStatus.PARTIALLY_COMPLETED],
-                                             notified_at__isnull=True)
+    running = (SubjectRequest.objects.filter(Q(status__in=[RequestStatus.PLANNED, RequestStatus.EXECUTING,
+                                                           RequestStatus.COMPLETED, RequestStatus.PARTIALLY_COMPLETED],
+                                               notified_at__isnull=True) | _DUE[PLAN])
                .annotate(last=Max("history__at")).filter(last__lt=cutoff))
     for request in running:
         step = _next_for(request)

@@ -166,3 +166,25 @@ def test_a_rule_added_through_the_admin_versions_the_table(client_as, tenant, ch
     assert b"added rule" in versions.content
     assert (rule.tenant, rule.duration_days, rule.mode) == (tenant, 45, "governance")
     assert timezone.now() - rule.created_at < timedelta(minutes=1)
+
+
+def test_the_bulk_start_starts_the_verified_requests_together_and_names_the_others(client_as, monkeypatch):
+    from dsr import tasks
+
+    sent = []
+    monkeypatch.setattr(tasks, "dispatch_enqueue", lambda *, request_ids: sent.append(list(request_ids)))
+    first = verified_request(erasure_scenario(subject="subject-7"), subject="subject-7")
+    second = verified_request(erasure_scenario(subject="subject-8"), subject="subject-8")
+    received = request_create(tenant=first.tenant, subject_ref="subject-9", type="erasure", regulation="gdpr",
+                              channel="email", contact_email="s9@example.org", actor="operator:test")
+
+    response = client_as("operator").post("/admin/dsr/subjectrequest/", {
+        "action": "workflow_start_selected", "_selected_action": [first.pk, second.pk, received.pk]}, follow=True)
+
+    shown = [str(m) for m in response.context["messages"]]
+    assert f"Workflow started for 2 request(s): {first.pk}, {second.pk}." in shown
+    assert f"Not started (only verified requests run): {received.pk} (not_verified)." in shown
+    assert sent == [[first.pk, second.pk]]  # one message for the two
+    assert SubjectRequest.objects.filter(pk__in=[first.pk, second.pk], workflow_started_at__isnull=False).count() == 2
+    received.refresh_from_db()
+    assert received.workflow_started_at is None and received.status == RequestStatus.RECEIVED

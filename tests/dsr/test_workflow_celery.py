@@ -3,7 +3,7 @@ PostgreSQL: the issue's scenario, a worker killed with SIGKILL mid-execute, and 
 import pytest
 
 from dsr.models import ItemOutcome, RequestItem, RequestStatus, RetentionConflict, SubjectNotice, SubjectRequest
-from dsr.services.workflow import workflow_start
+from dsr.services.workflow import workflow_start, workflows_start
 from dsr.tasks import STEPS, workflow_step
 from memory.models import DerivedArtifact, ForgetEvent, Record
 from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
@@ -127,4 +127,22 @@ def test_two_workers_sharing_a_batch_of_requests_do_each_exactly_once(workers):
         assert request.status == RequestStatus.PARTIALLY_COMPLETED
         assert RetentionConflict.objects.filter(request=request).count() == 2
         assert ForgetEvent.objects.filter(actor=f"request:{request.pk}").count() == 2
+        assert_done_exactly_once(request)
+
+
+def test_requests_started_together_run_on_one_message_per_group(workers):
+    """The admin's bulk start: five requests, one dispatch message (groups of two on the worker): the first
+    chain takes two along, the others get chains of their own in the same task; each request done once."""
+    made = []
+    for subject in ("subject-7", "subject-8", "subject-9", "subject-10", "subject-11"):
+        scenario = erasure_scenario(subject=subject)
+        made.append(verified_request(scenario, subject=subject))
+    workers("solo", LEDGER_WORKFLOW_GROUP_SIZE="2")
+
+    workflows_start(requests=made, actor="operator:test")
+
+    for request in made:
+        request = wait_for(lambda: notified(request.pk), timeout=120, what=f"request {request.pk} to finish")
+        assert request.status == RequestStatus.PARTIALLY_COMPLETED
+        assert RetentionConflict.objects.filter(request=request).count() == 2
         assert_done_exactly_once(request)
