@@ -9,6 +9,9 @@ inline and uncompressed either way.
 
 Only new values are compressed with lz4; stored ones keep pglz, and PostgreSQL reads both. On a server built
 without lz4 (`default_toast_compression` offers no `lz4`) and on SQLite nothing changes.
+
+The two functions below repeat tombstones 0006's on purpose: a migration does not import another app's
+migration module (it may be squashed or edited), nor code that may change after it is applied.
 """
 from django.db import migrations
 
