@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import factory
+from django.db import connection
 from django.utils import timezone
 
 from memory.models import Tenant
@@ -40,3 +41,11 @@ def record(tenant, content_class, *, scope="user:1/session:1", content="hello wo
            age_days=0, **kwargs):
     return record_write(tenant=tenant, scope_path=scope, content_class_name=content_class.name, content=content,
                         subject_ref=subject, created_at=timezone.now() - timedelta(days=age_days), **kwargs)
+
+
+def lz4_available() -> bool:
+    """Whether this PostgreSQL can compress with lz4 (the lz4 migrations, tombstones 0006 and memory 0010,
+    leave pglz otherwise)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'")
+        return bool(cursor.fetchone()[0])

@@ -351,3 +351,49 @@ def test_the_statement_holds_only_exact_json_types_for_the_canonical_fast_path(t
     (statement,) = statements
     assert _not_exact_json(statement) == []
     assert forget_module.OUTCOME[mode] in {item["outcome"] for item in statement["execution"]["records"]}
+
+
+def test_each_record_is_named_once_with_its_outcome_in_the_answer_event_statement_and_salts(tenant, chat, ledger_class):
+    """The answer's results, the event's outcomes, the statement's records and the stored salts are built from one
+    pass over the decisions (forget.py's fast paths for forgets with nothing refused): each must still name every
+    record once, in id order, with its own outcome; a refused record keeps its reason and gets no salt."""
+    from tests.memory.sweep_fixtures import statement_of
+    from tombstones.models import TombstoneSalts
+
+    # Given three chat records, one of them already redacted, and a locked trade
+    rule(tenant, ledger_class, days=SEVEN_YEARS)
+    plain = [record(tenant, chat, subject="s-1", content=f"chat {i}") for i in range(3)]
+    records_forget(tenant=tenant, target=ForgetTarget(record_ids=(plain[1].pk,)), mode="redact", actor="t")
+    trade = record(tenant, ledger_class, subject="s-1", content="trade")
+    ids = [r.pk for r in plain]
+
+    # When the chat records are hidden (mixed outcomes, nothing refused)
+    soft = records_forget(tenant=tenant, target=ForgetTarget(record_ids=tuple(ids)), mode="soft", actor="t")
+
+    # Then each is named once with its own outcome, everywhere, in id order
+    expected = {ids[0]: "hidden", ids[1]: "redacted", ids[2]: "hidden"}
+    assert [(r["record_id"], r["outcome"]) for r in soft.results] == sorted(expected.items())
+    assert all(set(r) == {"record_id", "outcome"} for r in soft.results)
+    assert ForgetEvent.objects.get(pk=soft.event.pk).outcomes == {
+        "hidden": [ids[0], ids[2]], "redacted": [ids[1]], "deleted": [], "refused": []}
+    statement = statement_of(soft.event)
+    assert [(r["record_id"], r["outcome"]) for r in statement["execution"]["records"]] == [
+        (str(pk), outcome) for pk, outcome in sorted(expected.items())]
+    assert "reason" not in str(statement["execution"]["records"])
+    salts = TombstoneSalts.objects.get(tombstone_id=soft.event.public_id).salts
+    assert salts == {str(r.pk): Record.objects.get(pk=r.pk).salt for r in plain}
+
+    # When all four are forgotten hard (the trade refused)
+    hard = records_forget(tenant=tenant, target=ForgetTarget(record_ids=(*ids, trade.pk)), mode="hard", actor="t")
+
+    # Then the trade alone is refused with its reason, and has no salt; the others are deleted
+    assert [(r["record_id"], r["outcome"]) for r in hard.results] == [(pk, "deleted") for pk in ids] + [
+        (trade.pk, "refused")]
+    assert hard.results[-1]["reason"]["code"] == "retention_lock"
+    assert ForgetEvent.objects.get(pk=hard.event.pk).outcomes == {
+        "hidden": [], "redacted": [], "deleted": ids, "refused": [{"record_id": trade.pk, "code": "retention_lock"}]}
+    records = statement_of(hard.event)["execution"]["records"]
+    assert [(r["record_id"], r["outcome"], r.get("reason")) for r in records] == [
+        (str(pk), "deleted", None) for pk in ids] + [(str(trade.pk), "refused", "retention_lock")]
+    assert set(TombstoneSalts.objects.get(tombstone_id=hard.event.public_id).salts) == {str(pk) for pk in ids}
+    assert Record.objects.filter(pk__in=[*ids, trade.pk]).count() == 1  # the trade, kept

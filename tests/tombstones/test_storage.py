@@ -5,6 +5,7 @@ import uuid
 import pytest
 from django.db import connection, transaction
 
+from tests.factories import lz4_available
 from tombstones.models import Tombstone, TombstoneSalts
 from tombstones.services import tombstone_issue
 
@@ -13,15 +14,9 @@ from .factories import statement_make
 pytestmark = pytest.mark.django_db
 
 
-def _lz4_available() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'")
-        return bool(cursor.fetchone()[0])
-
-
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="TOAST compression is PostgreSQL's")
 def test_a_large_statement_and_its_salts_are_stored_with_lz4_and_read_back_intact(tenant):
-    if not _lz4_available():
+    if not lz4_available():
         pytest.skip("this PostgreSQL was built without lz4: the migration leaves pglz")
     # Given a statement over 2,000 records (~280 kB, stored out of line and compressed)
     statement, salts = statement_make([f"note {i}" for i in range(2000)])
