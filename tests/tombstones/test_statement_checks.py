@@ -115,6 +115,86 @@ def test_commitment_fast_test_agrees_with_the_pattern(commitment):
     assert _outcome(fast, statement, None)[:3] == _outcome(reference, statement, None)[:3]
 
 
+@pytest.mark.parametrize("first, second", [("a" * 63, "a" * 65), ("a" * 64, "a" * 63 + "A"), ("a" * 64, " " + "a" * 63),
+                                           ("ab " * 21 + "a", "a" * 64), ("a" * 64, "a" * 64)])
+def test_commitments_tested_together_agree_with_the_pattern_one_by_one(first, second):
+    """`_records_common` tests all the commitments in one `bytes.fromhex`: lengths that add up, an uppercase or
+    a space in one of them must still be refused, on the field of the one that is wrong."""
+    statement, _ = statement_make()
+    statement["execution"]["records"][0]["commitment"] = first
+    statement["execution"]["records"][1]["commitment"] = second
+    assert _outcome(fast, statement, None)[:3] == _outcome(reference, statement, None)[:3]
+
+
+@pytest.mark.parametrize("first, second", [("0" * 31, "0" * 33), ("0" * 32, "0a " * 10 + "00"), ("0" * 32, 12),
+                                           ("0" * 32, ["0"] * 32), ("0" * 32, "0" * 32)])
+def test_salts_tested_together_agree_with_the_pattern_one_by_one(first, second):
+    """`_salts_common` tests all the salts at once: a wrong one among right ones is still refused, naming it."""
+    statement, _ = statement_make()
+    _, records = reference.statement_complete(tombstone_id=TOMBSTONE_ID, statement=statement, log_origin=ORIGIN)
+    salts = {"1000": first, "1001": second}
+    assert _outcome(fast, statement, salts) == _outcome(reference, statement, salts)
+
+
+def _long_statement():
+    """A statement with lists long enough for the whole-list tests (`statement.COMMON_MIN_ITEMS`)."""
+    count = fast.COMMON_MIN_ITEMS + 4
+    statement, salts = statement_make([f"note {i}" for i in range(count)])
+    statement["propagation"]["derivatives"] = [{"artifact_id": str(i), "kind": "summary", "outcome": "deleted"}
+                                               for i in range(count)]
+    return statement, salts
+
+
+# Paths into the long statement's lists: the first, a middle and the last item, and new keys on them.
+LONG_PATHS = [(part, index, *rest) for part in (("execution", "records"), ("propagation", "derivatives"))
+              for index in (0, 10, fast.COMMON_MIN_ITEMS + 3)
+              for rest in [(), ("record_id",), ("commitment",), ("outcome",), ("reason",), ("artifact_id",),
+                           ("kind",), ("content",), ("salt",), ("extra",)]]
+LONG_PATHS = [(*part, *rest) for part, *rest in LONG_PATHS]
+long_mutations = st.lists(st.tuples(st.sampled_from(LONG_PATHS), st.booleans(), values), min_size=1, max_size=3)
+
+
+@given(long_mutations, st.sampled_from(["valid", "bad"]), values)
+@settings(max_examples=1500, deadline=None)
+def test_mutated_long_statements_get_the_same_answer_and_bytes_as_before(changes, salts_kind, salts_value):
+    """The whole-list tests (`_records_common`, `_derivatives_common`, `_salts_common`) say yes only when the
+    item-by-item checks would have accepted, and the refusal then names the same field."""
+    statement, salts = _long_statement()
+    for path, remove, value in changes:
+        statement = _mutate(statement, path, remove, copy.deepcopy(value))
+    if salts_kind == "bad":
+        salts[sorted(salts)[10]] = salts_value
+    assert _outcome(fast, statement, salts) == _outcome(reference, statement, salts)
+    assert _payload_outcome(fast, statement) == _payload_outcome(reference, statement)
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize("path, value", [
+    (("execution", "records", 10, "commitment"), "a" * 63 + "A"), (("execution", "records", 10, "commitment"), "a" * 63),
+    (("execution", "records", 10, "tier"), 3), (("execution", "records", 10, "reason"), None),
+    (("execution", "records", 10, "tier"), _Text("hot")), (("execution", "records", 10), OrderedDict(record_id="1")),
+    (("propagation", "derivatives", 10, "content"), "x"), (("propagation", "derivatives", 10), ["not", "a", "dict"]),
+    (("propagation", "derivatives", 10, "artifact_id"), 77), (("propagation", "derivatives", 10, "kind"), _Text("x")),
+    (("propagation", "derivatives", 10, _Text("kind")), "x"),
+])
+def test_one_odd_item_in_a_long_list_gets_the_same_answer_as_before(path, value):
+    statement, salts = _long_statement()
+    statement = _mutate(statement, path, False, value)
+    assert _outcome(fast, statement, salts) == _outcome(reference, statement, salts)
+    assert _payload_outcome(fast, statement) == _payload_outcome(reference, statement)
+
+
+def test_a_long_typical_statement_takes_the_whole_list_tests():
+    statement, salts = _long_statement()
+    records = statement["execution"]["records"]
+    assert fast._records_common(records) and fast._derivatives_common(statement["propagation"]["derivatives"])
+    assert fast._salts_common(list(salts.values()))
+    assert _payload_outcome(fast, statement) == _payload_outcome(reference, statement)
+
+
 def test_accepted_statement_bytes_are_rfc8785():
     statement, _ = statement_make()
     complete, _ = fast.statement_complete(tombstone_id=TOMBSTONE_ID, statement=statement, log_origin=ORIGIN)
