@@ -1,8 +1,9 @@
 """The Celery app. The beat schedule lives in the database (django-celery-beat), editable in the admin."""
+import gc
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery.signals import task_postrun, task_prerun, worker_process_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -24,3 +25,13 @@ def database_connections_recycle(sender=None, **kwargs):
     from django.db import close_old_connections
 
     close_old_connections()
+
+
+@worker_ready.connect
+@worker_process_init.connect
+def objects_freeze(**kwargs):
+    """Once a worker is up (the solo pool's process when it is ready; each prefork child when it starts), move
+    what it has built so far (Django, the apps, their modules and settings: ~100,000 objects) out of the
+    garbage collector's reach: they live as long as the process, and every full collection walked them all
+    again. In bench_workflow.py the collector cost 0.5-1.4 ms of CPU a request, 0.3 with this."""
+    gc.freeze()
