@@ -626,7 +626,7 @@ def _confirm_gaps(requests: list[SubjectRequest], items: dict[int, list[tuple]])
     outcome, forget_event_id). Returns {request id: (gaps, deferred)}."""
     tenant = requests[0].tenant
     event_ids = sorted({event_id for rows in items.values() for *_, event_id in rows if event_id is not None})
-    events = list(ForgetEvent.objects.filter(tenant=tenant, pk__in=event_ids).order_by("pk"))
+    events = list(ForgetEvent.objects.filter(tenant=tenant, pk__any_of=event_ids).order_by("pk"))
     results = {result.event.pk: result for result in erasures_confirm(tenant=tenant, events=events)}
     live: dict[int, list[int]] = defaultdict(list)
     probe_live = [r.subject_id for r in requests if r.type != RequestType.ACCESS]
