@@ -146,6 +146,17 @@ def _standing(request_id: int) -> Standing | None:
     return Standing(*row) if row else None
 
 
+def requests_finished(*, request_ids: list[int]) -> set[int]:
+    """Those of these requests whose workflow has nothing left to run (`_next_for`: notified, closed, refused,
+    gone), from one plain read: a dispatch skips them (dsr/tasks.py)."""
+    if not request_ids:
+        return set()
+    standing = dict.fromkeys(request_ids)
+    standing.update((pk, Standing(*row)) for pk, *row in SubjectRequest.objects.filter(pk__any_of=request_ids)
+                    .values_list("pk", "status", "executed_at", "notified_at"))
+    return {pk for pk, request in standing.items() if _next_for(request) is None}
+
+
 def found_done(*, request_id: int, step: str) -> StepResult | None:
     """For a delivery whose request is not due at its step (a group advanced it, or a duplicate): where the
     request stands, from one plain read by primary key, with no transaction and no lock. None when it is
