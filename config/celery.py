@@ -55,7 +55,9 @@ def signing_keys_open() -> None:
     except (DatabaseError, TombstoneError) as exc:
         logger.warning("signing keys not opened at start (%s); the first forget opens them", exc)
     finally:
-        if not connection.in_atomic_block:  # the tasks open theirs under their own rules (`database_connections_recycle`)
+        # The tasks open theirs under their own rules (`database_connections_recycle`); a caller's transaction
+        # (a test's) is left alone.
+        if not connection.in_atomic_block:
             connection.close()
 
 

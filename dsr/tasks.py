@@ -12,8 +12,9 @@ broker's visibility timeout, and other requests get their turn.
 
 Requests started together (`workflows_start`) get one message per group of them (`workflow_dispatch`),
 which runs each one's chain in turn: the first chain's steps take the group along, and the others, found
-finished by one read for all of them, are skipped (each one's delivery, then its read, used to be the cost). `workflow_resume`, on a beat
-schedule (migration dsr 0007), re-enqueues whatever stands still between steps: a message that was lost.
+finished by one read for all of them, are skipped (each one's delivery, then its read, used to be the cost).
+`workflow_resume`, on a beat schedule (migration dsr 0007), re-enqueues whatever stands still between steps: a
+message that was lost.
 """
 from __future__ import annotations
 
