@@ -5,12 +5,13 @@ An illegal move raises `illegal_transition`; a move that someone else made first
 """
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from dsr import errors
 from dsr.models import RequestStatus as S
 from dsr.models import RequestTransition, SubjectRequest
+from memory.lookups import array_literal
 
 ALLOWED: dict[str, set[str]] = {
     S.RECEIVED: {S.VERIFIED, S.CLOSED, S.REFUSED},
@@ -81,17 +82,13 @@ def requests_transition(*, requests: list[SubjectRequest], to: str, actor: str, 
                               from_status=from_status, to_status=to)
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("requests_transition: the caller's transaction holds the requests' row locks")
-    moved = SubjectRequest.objects.filter(pk__in=[r.pk for r in requests], status=from_status).update(status=to,
+    moved = SubjectRequest.objects.filter(pk__any_of=[r.pk for r in requests], status=from_status).update(status=to,
                                                                                                       **fields)
     if moved != len(requests):
         raise errors.conflict("concurrent_transition", "Some of the requests moved meanwhile; reload them.",
                               expected_status=from_status)
-    now = timezone.now()
-    notes = notes or {}
-    RequestTransition.objects.bulk_create([
-        RequestTransition(request=request, action=action or f"move_{to}", actor=actor, note=notes.get(request.pk, ""),
-                          from_status=from_status, to_status=to, at=now)
-        for request in requests])
+    _histories_insert(requests, action=action or f"move_{to}", actor=actor, notes=notes or {},
+                      from_status=from_status, to_status=to)
     for request in requests:
         request.status = to
         for name, value in fields.items():
@@ -101,8 +98,31 @@ def requests_transition(*, requests: list[SubjectRequest], to: str, actor: str, 
 def histories_add(*, requests: list[SubjectRequest], action: str, actor: str,
                   notes: dict[int, str] | None = None) -> None:
     """`history_add` for a group of requests: one INSERT."""
+    _histories_insert(requests, action=action, actor=actor, notes=notes or {})
+
+
+# A group's history rows, on PostgreSQL: one INSERT of the request ids and notes as parallel arrays, the rest
+# shared. `bulk_create` of 50 rows cost ~2 ms of CPU (building and quoting 350 values, reading back the ids nobody
+# uses), five times a group (bench_workflow.py).
+_HISTORIES_SQL = f"""
+    INSERT INTO {RequestTransition._meta.db_table} (request_id, note, from_status, to_status, action, actor, at)
+    SELECT v.request_id, v.note, %s, %s, %s, %s, %s FROM unnest(%s::bigint[], %s::text[]) AS v(request_id, note)
+"""
+
+
+def _histories_insert(requests: list[SubjectRequest], *, action: str, actor: str, notes: dict[int, str],
+                      from_status: str = "", to_status: str = "") -> None:
+    """One history row per request, in their order, each with its own note (elsewhere: `bulk_create`)."""
+    if not requests:
+        return
     now = timezone.now()
-    notes = notes or {}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_HISTORIES_SQL, [from_status, to_status, action, actor, now,
+                                            array_literal(r.pk for r in requests),
+                                            [notes.get(r.pk, "") for r in requests]])
+        return
     RequestTransition.objects.bulk_create([
-        RequestTransition(request=request, action=action, actor=actor, note=notes.get(request.pk, ""), at=now)
+        RequestTransition(request=request, action=action, actor=actor, note=notes.get(request.pk, ""),
+                          from_status=from_status, to_status=to_status, at=now)
         for request in requests])

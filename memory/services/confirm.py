@@ -93,24 +93,27 @@ def erasures_confirm(*, tenant: Tenant, events: list[ForgetEvent]) -> list[Confi
     rows = {}
     for batch in batches(ids, _PROBE_BATCH):
         rows.update({pk: (content, until, held, scope_id) for pk, content, until, held, scope_id in
-                     Record.objects.filter(tenant=tenant, pk__in=batch)
+                     Record.objects.filter(tenant=tenant, pk__any_of=batch)
                      .values_list("pk", "content", "retained_until", "held", "scope_id")})
-    # Read by id: the read path's own final step.
-    visible = {r.pk: r for batch in batches(ids, _PROBE_BATCH) for r in selectors._visible_records(tenant, batch)}
+    # Read by id: the read path's own final step (which rows it lets through: the rows themselves are not needed).
+    # The id lists here go as one bound array each (`any_of`, memory/lookups.py), not a placeholder per id.
+    visible = {pk for batch in batches(ids, _PROBE_BATCH)
+               for pk in selectors._visible_records(tenant, batch).values_list("pk", flat=True)}
     # Scope listing: the scopes the records were in (still stored, or as the deletion noted them), and
     # every scope below them; the listing's candidates go through the same final step.
     deleted_scopes: dict[int, set[int]] = {}
     for event_id, scope_id in DeletedRecord.objects.filter(
-            forget_event__in=[p.event.pk for p in probes]).values_list("forget_event_id", "scope_id"):
+            forget_event_id__any_of=[p.event.pk for p in probes]).values_list("forget_event_id", "scope_id"):
         deleted_scopes.setdefault(event_id, set()).add(scope_id)
     scope_ids = {row[3] for row in rows.values()} | {s for scopes in deleted_scopes.values() for s in scopes}
     below: dict[int, set[int]] = {}
     for ancestor_id, descendant_id in ScopeClosure.objects.filter(
-            ancestor_id__in=sorted(scope_ids), ancestor__tenant=tenant).values_list("ancestor_id", "descendant_id"):
+            ancestor_id__any_of=sorted(scope_ids), ancestor__tenant=tenant).values_list("ancestor_id", "descendant_id"):
         below.setdefault(ancestor_id, set()).add(descendant_id)
     under = set().union(*below.values()) if below else set()
-    listed = {r.pk: r.scope_id for batch in (batches(ids, _PROBE_BATCH) if under else ()) for r in selectors._visible_records(
-        tenant, Record.objects.filter(scope_id__in=under, pk__in=batch).values("pk"))}
+    listed = {pk: scope_id for batch in (batches(ids, _PROBE_BATCH) if under else ()) for pk, scope_id in
+              selectors._visible_records(tenant, Record.objects.filter(scope_id__any_of=sorted(under), pk__any_of=batch)
+                                         .values("pk")).values_list("pk", "scope_id")}
     # The scopes' paths, to name them in a gap: needed only when a listing found something.
     scopes = list(tenant.scopes.filter(pk__in=below).order_by("pk")) if listed else []
     # Keyword and similarity search, for a sample of each forget's records whose content is still stored.
@@ -120,7 +123,7 @@ def erasures_confirm(*, tenant: Tenant, events: list[ForgetEvent]) -> list[Confi
     artifact_ids = sorted({a for p in probes for items in p.event.artifacts.values() for a in items})
     derivatives = _derivatives_probe(artifact_ids)
     unacknowledged: dict[int, list[FleetCopyNotice]] = {}
-    for notice in FleetCopyNotice.objects.filter(forget_event__in=[p.event.pk for p in probes],
+    for notice in FleetCopyNotice.objects.filter(forget_event_id__any_of=[p.event.pk for p in probes],
                                                  acknowledged_at__isnull=True).order_by("pk"):
         unacknowledged.setdefault(notice.forget_event_id, []).append(notice)
 
@@ -157,10 +160,10 @@ def erasures_confirm(*, tenant: Tenant, events: list[ForgetEvent]) -> list[Confi
     if erased:
         with transaction.atomic(savepoint=False):  # a failure here is the caller's failure too
             for batch in batches(sorted({pk for probe in erased for pk in probe.ids}), _PROBE_BATCH):
-                Record.objects.filter(pk__in=batch, erasure_pending=True).update(erasure_pending=False)
+                Record.objects.filter(pk__any_of=batch, erasure_pending=True).update(erasure_pending=False)
             now = timezone.now()
             unconfirmed = [p.event for p in erased if p.event.confirmed_at is None]
-            moved = ForgetEvent.objects.filter(pk__in=[e.pk for e in unconfirmed], confirmed_at__isnull=True).update(
+            moved = ForgetEvent.objects.filter(pk__any_of=[e.pk for e in unconfirmed], confirmed_at__isnull=True).update(
                 confirmed_at=now)
         if moved == len(unconfirmed):
             for event in unconfirmed:
@@ -210,7 +213,7 @@ def _derivatives_probe(artifact_ids: list[int]) -> list[dict]:
     """Every artifact the forgets handled must be gone: deleted, or redacted to nothing."""
     found = []
     for batch in batches(artifact_ids, _PROBE_BATCH):
-        for artifact in DerivedArtifact.objects.filter(pk__in=batch).only("pk", "kind", "content", "vector"):
+        for artifact in DerivedArtifact.objects.filter(pk__any_of=batch).only("pk", "kind", "content", "vector"):
             if artifact.content or artifact.vector is not None:
                 found.append({"artifact_id": artifact.pk, "kind": artifact.kind, "path": "derivatives",
                               "gap": "content_at_rest"})

@@ -257,7 +257,7 @@ def records_refusals(*, tenant: Tenant, record_ids: list[int], mode: str) -> dic
     now = timezone.now()
     rows = []
     for batch in batches(record_ids, BATCH_SIZE):
-        rows += _rows(Record.objects.filter(tenant=tenant, pk__in=batch))
+        rows += _rows(Record.objects.filter(tenant=tenant, pk__any_of=batch))
     return _refusal_reasons(tenant, [r for r in rows if _decide(r, mode, now) == "refused"], mode, now)
 
 

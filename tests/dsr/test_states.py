@@ -199,3 +199,32 @@ def test_a_move_under_the_callers_lock_sets_what_it_wrote_and_fails_with_the_cal
             request_transition(request=moved, to=RequestStatus.EXECUTING, actor="workflow", locked=True)
         SubjectRequest.objects.get(pk=request.pk)  # no savepoint to go back to: the transaction is lost
     assert SubjectRequest.objects.get(pk=request.pk).closing_reason == ""
+
+
+@pytest.mark.django_db
+def test_a_groups_move_writes_one_history_row_per_request_with_its_own_note_and_who_moved_it(tenant):
+    from django.db import transaction
+
+    from dsr.services.states import histories_add, requests_transition
+
+    made = [put_in(new_request(tenant, subject_ref=f"s-{n}"), RequestStatus.VERIFIED) for n in range(3)]
+    for request in made:
+        request.refresh_from_db()
+    with transaction.atomic():
+        requests_transition(requests=made, to=RequestStatus.PLANNED, actor="workflow", action="plan",
+                            notes={made[0].pk: "10 items planned", made[2].pk: "it's 3"})
+        histories_add(requests=made[1:], action="executed", actor="workflow")
+
+    for request in made:
+        request.refresh_from_db()
+        assert request.status == RequestStatus.PLANNED
+    rows = list(RequestTransition.objects.filter(request__in=made, action__in=["plan", "executed"])
+                .order_by("pk").values_list("request_id", "action", "actor", "note", "from_status", "to_status"))
+    assert rows == [
+        (made[0].pk, "plan", "workflow", "10 items planned", "verified", "planned"),
+        (made[1].pk, "plan", "workflow", "", "verified", "planned"),
+        (made[2].pk, "plan", "workflow", "it's 3", "verified", "planned"),
+        (made[1].pk, "executed", "workflow", "", "", ""),
+        (made[2].pk, "executed", "workflow", "", "", ""),
+    ]
+    assert RequestTransition.objects.filter(request__in=made, action="plan").values("at").distinct().count() == 1

@@ -366,3 +366,30 @@ def test_a_groups_decisions_are_stored_with_each_records_own_reason_and_deferral
         assert (hold.decision, hold.reason["code"], hold.deferred_until) == ("hide", "legal_hold", None)
         refused = records_refusals(tenant=request.tenant, record_ids=sorted(locks), mode="redact")
         assert (rule.reason, hold.reason) == (refused[rule.object_id], refused[hold.object_id])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("type", ["erasure", "access"])
+def test_a_groups_steps_read_nothing_of_the_requests_they_claim_that_the_claim_did_not_load(type, mailoutbox,
+                                                                                            monkeypatch):
+    """The claim loads only some columns of the other requests (`_PEER_FIELDS`): a step that read another one
+    would load it with a query per request."""
+    made = []
+    for subject in SUBJECTS:
+        request = verified_request(erasure_scenario(subject=subject), subject=subject, type=type)
+        workflow.workflow_start(request=request, actor="operator:test")
+        made.append(request)
+    original = SubjectRequest.refresh_from_db
+
+    def refresh(self, *args, fields=None, **kwargs):
+        assert fields is None, f"a deferred load of {fields} for request {self.pk}"
+        return original(self, *args, fields=fields, **kwargs)
+
+    monkeypatch.setattr(SubjectRequest, "refresh_from_db", refresh)
+    if type == "access":  # an access request's plan (its export) runs alone; then the notify step for the group
+        for request in made:
+            assert workflow.step_plan(request_id=request.pk).next_step == workflow.NOTIFY
+    run_to_end(made[0].pk)
+
+    assert len(mailoutbox) == 3
+    assert not SubjectRequest.objects.filter(pk__in=[r.pk for r in made], notified_at__isnull=True).exists()

@@ -124,3 +124,32 @@ def test_the_resume_runs_on_a_schedule_editable_in_the_admin(admin_client):
     task = PeriodicTask.objects.get(name="erasure workflow: resume stalled requests")
     assert task.enabled and task.task in app.tasks and task.interval.every == 5
     assert admin_client.get(f"/admin/django_celery_beat/periodictask/{task.pk}/change/").status_code == 200
+
+
+def test_a_dispatch_skips_the_requests_its_first_chain_finished_after_one_read_for_all(monkeypatch, enqueued):
+    made = verified_requests()
+    ids = [request.pk for _, request in made]
+    workflow.workflows_start(requests=[request for _, request in made], actor="operator:test")
+    reads, standing = [], workflow._standing
+    monkeypatch.setattr(workflow, "_standing", lambda request_id: reads.append(request_id) or standing(request_id))
+
+    tasks.workflow_dispatch(ids)
+
+    # The first chain's groups finished all three: the two others are not read one by one (their chains
+    # would each have found their work done), and nothing is left for another message.
+    assert not SubjectRequest.objects.filter(pk__in=ids, notified_at__isnull=True).exists()
+    assert set(reads) == {ids[0]} and enqueued["dispatch"] == [ids]
+
+
+def test_a_dispatch_still_runs_the_chain_of_a_request_its_first_chain_did_not_take(monkeypatch, enqueued, mailoutbox):
+    made = verified_requests()
+    ids = [request.pk for _, request in made]
+    workflow.workflows_start(requests=[request for _, request in made], actor="operator:test")
+    monkeypatch.setattr(workflow, "GROUP_SIZE", 2)
+
+    assert workflow.requests_finished(request_ids=ids) == set()
+    tasks.workflow_dispatch(ids)
+
+    assert workflow.requests_finished(request_ids=ids + [max(ids) + 1000]) == set(ids) | {max(ids) + 1000}
+    for scenario, request in made:
+        assert_done_on_its_own(scenario, request, mailoutbox)
