@@ -115,27 +115,6 @@ def test_commitment_fast_test_agrees_with_the_pattern(commitment):
     assert _outcome(fast, statement, None)[:3] == _outcome(reference, statement, None)[:3]
 
 
-@pytest.mark.parametrize("first, second", [("a" * 63, "a" * 65), ("a" * 64, "a" * 63 + "A"), ("a" * 64, " " + "a" * 63),
-                                           ("ab " * 21 + "a", "a" * 64), ("a" * 64, "a" * 64)])
-def test_commitments_tested_together_agree_with_the_pattern_one_by_one(first, second):
-    """`_records_common` tests all the commitments in one `bytes.fromhex`: lengths that add up, an uppercase or
-    a space in one of them must still be refused, on the field of the one that is wrong."""
-    statement, _ = statement_make()
-    statement["execution"]["records"][0]["commitment"] = first
-    statement["execution"]["records"][1]["commitment"] = second
-    assert _outcome(fast, statement, None)[:3] == _outcome(reference, statement, None)[:3]
-
-
-@pytest.mark.parametrize("first, second", [("0" * 31, "0" * 33), ("0" * 32, "0a " * 10 + "00"), ("0" * 32, 12),
-                                           ("0" * 32, ["0"] * 32), ("0" * 32, "0" * 32)])
-def test_salts_tested_together_agree_with_the_pattern_one_by_one(first, second):
-    """`_salts_common` tests all the salts at once: a wrong one among right ones is still refused, naming it."""
-    statement, _ = statement_make()
-    _, records = reference.statement_complete(tombstone_id=TOMBSTONE_ID, statement=statement, log_origin=ORIGIN)
-    salts = {"1000": first, "1001": second}
-    assert _outcome(fast, statement, salts) == _outcome(reference, statement, salts)
-
-
 def _long_statement():
     """A statement with lists long enough for the whole-list tests (`statement.COMMON_MIN_ITEMS`)."""
     count = fast.COMMON_MIN_ITEMS + 4
@@ -193,6 +172,26 @@ def test_a_long_typical_statement_takes_the_whole_list_tests():
     assert fast._records_common(records) and fast._derivatives_common(statement["propagation"]["derivatives"])
     assert fast._salts_common(list(salts.values()))
     assert _payload_outcome(fast, statement) == _payload_outcome(reference, statement)
+
+
+@pytest.mark.parametrize("first, second", [("a" * 63, "a" * 65), ("a" * 64, "a" * 63 + "A"), ("a" * 64, " " + "a" * 63),
+                                           ("ab " * 21 + "a", "a" * 64), ("a" * 64, "a" * 64)])
+def test_commitments_tested_together_agree_with_the_pattern_one_by_one(first, second):
+    """`_records_common` tests all the commitments in one `bytes.fromhex`: lengths that add up, an uppercase or
+    a space in one of them must still be refused, on the field of the one that is wrong."""
+    statement, _ = _long_statement()
+    statement["execution"]["records"][0]["commitment"] = first
+    statement["execution"]["records"][10]["commitment"] = second
+    assert _outcome(fast, statement, None)[:3] == _outcome(reference, statement, None)[:3]
+
+
+@pytest.mark.parametrize("first, second", [("0" * 31, "0" * 33), ("0" * 32, "0a " * 10 + "00"), ("0" * 32, 12),
+                                           ("0" * 32, ["0"] * 32), ("0" * 32, "0" * 32)])
+def test_salts_tested_together_agree_with_the_pattern_one_by_one(first, second):
+    """`_salts_common` tests all the salts at once: a wrong one among right ones is still refused, naming it."""
+    statement, salts = _long_statement()
+    salts.update({"1000": first, "1010": second})
+    assert _outcome(fast, statement, salts) == _outcome(reference, statement, salts)
 
 
 def test_accepted_statement_bytes_are_rfc8785():

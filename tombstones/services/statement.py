@@ -153,18 +153,23 @@ def _derivatives_common(derivatives: list) -> bool:
             and _values_are_strings(derivatives) and all(map(operator.contains, derivatives, repeat("artifact_id"))))
 
 
+def _derivatives_check(derivatives: Any) -> None:
+    for index, item in enumerate(derivatives if type(derivatives) is list
+                                 else _list(derivatives, "propagation.derivatives")):
+        if type(item) is not dict:
+            _dict(item, f"propagation.derivatives[{index}]")
+        if not isinstance(item.get("artifact_id"), str):
+            raise _invalid(f"propagation.derivatives[{index}].artifact_id", "must be a string")
+
+
 def _propagation(propagation: dict, judge_plain: bool = True) -> bool:
     """Check the propagation; answer whether it is plain JSON with no forbidden key (False without looking when
     not `judge_plain`)."""
     derivatives = propagation.get("derivatives", [])
     derivatives_plain = (type(derivatives) is list and len(derivatives) >= COMMON_MIN_ITEMS
                          and _derivatives_common(derivatives))
-    for index, item in enumerate(() if derivatives_plain else derivatives if type(derivatives) is list
-                                 else _list(derivatives, "propagation.derivatives")):
-        if type(item) is not dict:
-            _dict(item, f"propagation.derivatives[{index}]")
-        if not isinstance(item.get("artifact_id"), str):
-            raise _invalid(f"propagation.derivatives[{index}].artifact_id", "must be a string")
+    if not derivatives_plain:
+        _derivatives_check(derivatives)
     deferred = propagation.get("deferred", [])
     for index, item in enumerate(deferred if type(deferred) is list else _list(deferred, "propagation.deferred")):
         if type(item) is not dict:
@@ -293,7 +298,7 @@ def salts_check(salts: dict[str, str] | None, records: list[dict]) -> dict[str, 
     if not isinstance(salts, dict):
         raise TombstoneError("salts_invalid", "subject_salts maps record ids to salts.")
     known = {record["record_id"] for record in records}
-    if salts.keys() <= known and _salts_common(salts.values()):
+    if len(salts) >= COMMON_MIN_ITEMS and salts.keys() <= known and _salts_common(salts.values()):
         return salts
     for record_id, salt in salts.items():
         if record_id not in known:
