@@ -7,7 +7,8 @@ from django.db import connection, transaction
 
 from tests.factories import lz4_available
 from tombstones.models import Tombstone, TombstoneSalts
-from tombstones.services import tombstone_issue
+from tombstones.services import TombstoneRequest, tombstone_issue, tombstones_issue_many
+from tombstones.services.rows import INSERT_MAX_ROWS
 
 from .factories import statement_make
 
@@ -44,9 +45,6 @@ def test_tombstone_rows_are_inserted_row_by_row_by_copy_and_the_trigger_changes_
                        "AND tgtype & 2 = 2 AND tgtype & 4 = 4 AND tgtype & 1 = 1")  # BEFORE, INSERT, FOR EACH ROW
         assert [row[0] for row in cursor.fetchall()] == ["tombstones_tombstone_row_by_row"]
     # When a batch large enough for COPY is issued
-    from tombstones.services import TombstoneRequest, tombstones_issue_many
-    from tombstones.services.rows import INSERT_MAX_ROWS
-
     requests = []
     for n in range(INSERT_MAX_ROWS + 5):
         statement, salts = statement_make([f"note {n}"])
