@@ -47,7 +47,10 @@ DONE_STATUSES = [RequestStatus.COMPLETED.value, RequestStatus.REFUSED.value, Req
 
 
 class SubjectRequest(models.Model):
-    tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="subject_requests")
+    # No index of its own: `request_tenant_status_idx` (tenant, status) leads with it, and every UPDATE of a
+    # request's status writes each of its indexes (bench_workflow.py).
+    tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="subject_requests",
+                               db_index=False)
     subject = models.ForeignKey("memory.Subject", on_delete=models.PROTECT, related_name="requests")
     type = models.CharField(max_length=12, choices=RequestType.choices)
     regulation = models.CharField(max_length=5, choices=Regulation.choices)
@@ -148,7 +151,9 @@ class ItemOutcome(models.TextChoices):
 class RequestItem(models.Model):
     """One record or derived artifact in a request's plan, with the decision and what happened."""
 
-    request = models.ForeignKey(SubjectRequest, on_delete=models.PROTECT, related_name="items")
+    # No index of its own: `request_item_unique` and `request_item_outcome_idx` lead with it, and every item
+    # insert and update (none is HOT: `outcome` is indexed) writes each of the table's indexes.
+    request = models.ForeignKey(SubjectRequest, on_delete=models.PROTECT, related_name="items", db_index=False)
     kind = models.CharField(max_length=8, choices=ItemKind.choices)
     # Plain ids, not foreign keys: the plan outlives what it erased.
     object_id = models.BigIntegerField()
@@ -215,7 +220,8 @@ class RetentionConflict(models.Model):
 class SubjectNotice(models.Model):
     """What was sent to the subject (the outcome, an extension), as sent: the proof that they were told."""
 
-    request = models.ForeignKey(SubjectRequest, on_delete=models.PROTECT, related_name="notices")
+    # No index of its own: `notice_once_per_kind` (request, kind) leads with it.
+    request = models.ForeignKey(SubjectRequest, on_delete=models.PROTECT, related_name="notices", db_index=False)
     kind = models.CharField(max_length=20)
     to = models.CharField(max_length=254)
     subject_line = models.CharField(max_length=300)
