@@ -151,8 +151,8 @@ class ItemOutcome(models.TextChoices):
 class RequestItem(models.Model):
     """One record or derived artifact in a request's plan, with the decision and what happened."""
 
-    # No index of its own: `request_item_unique` and `request_item_outcome_idx` lead with it, and every item
-    # insert and update (none is HOT: `outcome` is indexed) writes each of the table's indexes.
+    # No index of its own: `request_item_unique` leads with it, and every item insert and update (none is HOT:
+    # `decision` and `outcome` are in the kept-records indexes' conditions) writes each of the table's indexes.
     request = models.ForeignKey(SubjectRequest, on_delete=models.PROTECT, related_name="items", db_index=False)
     kind = models.CharField(max_length=8, choices=ItemKind.choices)
     # Plain ids, not foreign keys: the plan outlives what it erased.
@@ -167,8 +167,10 @@ class RequestItem(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["request", "kind", "object_id"], name="request_item_unique")]
+        # No (request, outcome) index: a request's items are found by `request_item_unique` (a few dozen rows,
+        # or a few thousand for a large subject; the steps read them by request and kind), and one more index
+        # cost every item insert and update its entry (migration 0010).
         indexes = [
-            models.Index(fields=["request", "outcome"], name="request_item_outcome_idx"),
             # Records kept hidden by a request (deferred erasures, restrictions): the deferred-erasures sweep's
             # scan, and what compaction leaves alone (memory.sweeps.compaction).
             models.Index(fields=["object_id"], name="request_item_kept_idx",

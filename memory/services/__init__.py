@@ -7,6 +7,7 @@ from memory.services.forget import (
     records_forget,
     records_forget_many,
     records_refusals,
+    records_refusals_chain,
 )
 from memory.services.restore import RestoreReport, archive_restore
 from memory.services.scopes import scope_get, scope_get_or_create
@@ -26,6 +27,7 @@ __all__ = [
     "records_forget",
     "records_forget_many",
     "records_refusals",
+    "records_refusals_chain",
     "scope_get",
     "scope_get_or_create",
     "subject_get_or_create",

@@ -38,3 +38,27 @@ def test_a_large_forget_event_is_stored_with_lz4_and_read_back_intact(tenant):
         assert cursor.fetchone() == ("lz4", "lz4", "lz4")
     stored = ForgetEvent.objects.get(pk=event.pk)
     assert (stored.target, stored.outcomes, stored.artifacts) == (target, outcomes, artifacts)
+
+
+def test_events_are_inserted_with_their_ids_and_values_whatever_orjson_refuses(tenant):
+    from memory.services.forget import _events_insert
+
+    # Given two events, one of them with what orjson refuses (an int key, as `json` writes it: "7")
+    now = timezone.now()
+    plain = ForgetEvent(tenant=tenant, public_id=uuid.uuid4(), actor="api", path="api", target={"record_ids": [1]},
+                        mode=ForgetMode.HARD, status=ForgetStatus.FORGOTTEN, outcomes={"deleted": [1]},
+                        artifacts={}, reason="a reason with 'quotes' and \\ backslashes", created_at=now)
+    refused_by_orjson = ForgetEvent(tenant=tenant, public_id=uuid.uuid4(), actor="api", path="api",
+                                    target={7: "seven"}, mode=ForgetMode.SOFT, status=ForgetStatus.FORGOTTEN,
+                                    outcomes={"hidden": [7]}, artifacts={}, created_at=now)
+
+    # When each is inserted
+    _events_insert([plain])
+    _events_insert([refused_by_orjson])
+
+    # Then both have their ids and read back as written (the int key as JSON spells it)
+    assert plain.pk and refused_by_orjson.pk and plain.pk != refused_by_orjson.pk
+    stored = ForgetEvent.objects.get(pk=plain.pk)
+    assert (stored.public_id, stored.target, stored.outcomes, stored.reason, stored.created_at) == (
+        plain.public_id, plain.target, plain.outcomes, plain.reason, now)
+    assert ForgetEvent.objects.get(pk=refused_by_orjson.pk).target == {"7": "seven"}

@@ -1,0 +1,83 @@
+"""The erasure workflow's steps on SQLite, the embedded default, where several of them take paths of their
+own (no `json_to_recordset`, no `unnest`, no binary COPY: `bulk_create` and per-outcome UPDATEs).
+
+The database is built as the embedded service builds it (`manage.py migrate` in a subprocess, with
+DATABASE_URL naming a SQLite file); the issue's scenario (tests/dsr/workflow_fixtures.py) is then run step
+by step in that subprocess, which prints what the test checks.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+RUN = r"""
+import json
+from dsr.models import RequestItem, RetentionConflict, SubjectNotice
+from dsr.services import notify, workflow
+from memory.models import DerivedArtifact, Record
+from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
+
+steps = {"plan": workflow.step_plan, "execute": workflow.step_execute, "confirm": workflow.step_confirm,
+         "notify": notify.step_notify}
+scenario = erasure_scenario()
+request = verified_request(scenario)
+step, ran = "plan", []
+while step:
+    result = steps[step](request_id=request.pk)
+    steps[step](request_id=request.pk)  # every step twice: the second finds its work done
+    ran.append(step)
+    step = result.next_step
+request.refresh_from_db()
+records = {"free": [r.pk for r in scenario.free], "rule": scenario.under_rule.pk, "hold": scenario.under_hold.pk}
+print(json.dumps({
+    "ran": ran, "status": request.status, "records": records,
+    "items": sorted([i.kind, i.object_id, i.decision, i.outcome, (i.reason or {}).get("code"),
+                     i.deferred_until is not None]
+                    for i in RequestItem.objects.filter(request=request)),
+    "conflicts": sorted([c.record_id, c.code, c.authority]
+                        for c in RetentionConflict.objects.filter(request=request)),
+    "left": sorted(Record.objects.filter(pk__in=records["free"] + [records["rule"], records["hold"]])
+                   .values_list("pk", flat=True)),
+    "summary_left": DerivedArtifact.objects.filter(pk=scenario.summary_id).exists(),
+    "notices": SubjectNotice.objects.filter(request=request).count(),
+    "history": list(request.history.order_by("pk").values_list("action", flat=True)),
+}))
+"""
+
+
+def _manage(*args: str, env: dict) -> str:
+    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_the_erasure_scenario_runs_to_partially_completed_on_sqlite(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'ledger.sqlite3'}", LEDGER_VAR_DIR=str(tmp_path),
+               DJANGO_SETTINGS_MODULE="config.settings", EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend")
+    _manage("migrate", "--noinput", "--skip-checks", env=env)
+    found = json.loads(_manage("shell", "-c", RUN, env=env).strip().splitlines()[-1])
+
+    records = found["records"]
+    assert found["ran"] == ["plan", "execute", "confirm", "notify"]
+    assert found["status"] == "partially_completed"
+    # Decided as the plan wrote them: erased where nothing forbids it, hidden with a deferral where a lock does.
+    record_items = [item for item in found["items"] if item[0] == "record"]
+    assert record_items == sorted(
+        [["record", pk, "erase", "deleted", None, False] for pk in records["free"]]
+        + [["record", records["rule"], "hide", "hidden", "retention_lock", True],
+           ["record", records["hold"], "hide", "hidden", "legal_hold", False]])
+    artifact_items = [item[2:4] for item in found["items"] if item[0] == "artifact"]
+    assert artifact_items and {tuple(item) for item in artifact_items} == {("propagate", "deleted")}
+    assert found["conflicts"] == sorted([[records["rule"], "retention_lock", "SEC 17a-4(f)"],
+                                         [records["hold"], "legal_hold", "court order 26-cv-7"]])
+    assert found["left"] == sorted([records["rule"], records["hold"]])
+    assert found["summary_left"] is False
+    assert found["notices"] == 1
+    assert found["history"].count("plan") == found["history"].count("evaluate") == 1
