@@ -1,5 +1,6 @@
 """The erasure workflow's steps on SQLite, the embedded default, where several of them take paths of their
-own (no `json_to_recordset`, no `unnest`, no binary COPY: `bulk_create` and per-outcome UPDATEs).
+own (no `json_to_recordset`, no `unnest`, no binary COPY: `bulk_create` and per-outcome UPDATEs), and the
+receipts' proofs are read from the stored tree by the ORM.
 
 The database is built as the embedded service builds it (`manage.py migrate` in a subprocess, with
 DATABASE_URL naming a SQLite file); the issue's scenario (tests/dsr/workflow_fixtures.py) is then run step
@@ -20,6 +21,7 @@ import json
 from dsr.models import RequestItem, RetentionConflict, SubjectNotice
 from dsr.services import notify, workflow
 from memory.models import DerivedArtifact, Record
+from tombstones.services.receipts import receipts_build, tombstone_verify
 from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
 
 steps = {"plan": workflow.step_plan, "execute": workflow.step_execute, "confirm": workflow.step_confirm,
@@ -33,6 +35,8 @@ while step:
     ran.append(step)
     step = result.next_step
 request.refresh_from_db()
+receipt = SubjectNotice.objects.get(request=request).receipt
+tombstone_ids = sorted(r["tombstone_id"] for r in receipt["receipts"])
 records = {"free": [r.pk for r in scenario.free], "rule": scenario.under_rule.pk, "hold": scenario.under_hold.pk}
 print(json.dumps({
     "ran": ran, "status": request.status, "records": records,
@@ -46,6 +50,9 @@ print(json.dumps({
     "summary_left": DerivedArtifact.objects.filter(pk=scenario.summary_id).exists(),
     "notices": SubjectNotice.objects.filter(request=request).count(),
     "history": list(request.history.order_by("pk").values_list("action", flat=True)),
+    # Every receipt the subject got verifies, and so does one built again (its proof read from the stored tree)
+    "verified": [tombstone_verify(document=r).code for r in receipt["receipts"]],
+    "rebuilt": [tombstone_verify(document=r).code for r in receipts_build(tombstone_ids=tombstone_ids).values()],
 }))
 """
 
@@ -81,3 +88,4 @@ def test_the_erasure_scenario_runs_to_partially_completed_on_sqlite(tmp_path):
     assert found["summary_left"] is False
     assert found["notices"] == 1
     assert found["history"].count("plan") == found["history"].count("evaluate") == 1
+    assert found["verified"] == found["rebuilt"] == ["genuine", "genuine"]
