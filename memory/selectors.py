@@ -187,7 +187,7 @@ def _sources_of(artifact_ids) -> dict[int, set[int]]:
     """{artifact id: its source record ids}, one query per IDS_BATCH artifacts."""
     sources: dict[int, set[int]] = {}
     for batch in batches(sorted(artifact_ids), IDS_BATCH):
-        for artifact_id, source_id in Lineage.objects.filter(artifact_id__in=batch).values_list(
+        for artifact_id, source_id in Lineage.objects.filter(artifact_id__any_of=batch).values_list(
                 "artifact_id", "source_id"):
             sources.setdefault(artifact_id, set()).add(source_id)
     return sources
@@ -227,7 +227,7 @@ def records_similar_each(*, tenant: Tenant, queries: dict[int, str]) -> set[int]
     texts = {pk: _query_valid(q) for pk, q in queries.items()}
     rows: dict[int, list[tuple[int, bytes]]] = {}
     for batch in batches(sorted(texts), IDS_BATCH):
-        for source_id, artifact_id, vector in (_embedding_index(tenant).filter(lineage__source_id__in=batch)
+        for source_id, artifact_id, vector in (_embedding_index(tenant).filter(lineage__source_id__any_of=batch)
                                                .order_by("pk").values_list("lineage__source_id", "pk", "vector")):
             rows.setdefault(source_id, []).append((artifact_id, vector))
     nearest = {pk: _nearest(found, texts[pk], 1) for pk, found in rows.items()}

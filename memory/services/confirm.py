@@ -169,7 +169,7 @@ def erasures_confirm(*, tenant: Tenant, events: list[ForgetEvent]) -> list[Confi
             for event in unconfirmed:
                 event.confirmed_at = now
         else:  # another confirmation was first for some of them: theirs is the time
-            confirmed = dict(ForgetEvent.objects.filter(pk__in=[p.event.pk for p in erased]).values_list(
+            confirmed = dict(ForgetEvent.objects.filter(pk__any_of=[p.event.pk for p in erased]).values_list(
                 "pk", "confirmed_at"))
             for probe in erased:
                 probe.event.confirmed_at = confirmed[probe.event.pk]
@@ -199,7 +199,7 @@ def _similarity_probe(tenant: Tenant, ids: list[int], sampled: list[int], rows: 
     by `records_similar_each`)."""
     vectors = []
     for batch in batches(ids, _PROBE_BATCH):
-        for artifact_id, source_id in (Lineage.objects.filter(source_id__in=batch, artifact__vector__isnull=False)
+        for artifact_id, source_id in (Lineage.objects.filter(source_id__any_of=batch, artifact__vector__isnull=False)
                                        .values_list("artifact_id", "source_id")):
             vectors.append({"record_id": source_id, "artifact_id": artifact_id, "path": "similarity_index",
                             "gap": "vector_at_rest"})
