@@ -534,15 +534,19 @@ def step_execute(*, request_id: int) -> StepResult:
             _evaluate_items(undecided)
             pending.update(_execute_batches(undecided))
         acted, executed, again = [], [], set()
-        budget, chosen = EXECUTE_BATCH, []
+        budget, chosen, taken = EXECUTE_BATCH, [], set()
         for request in group:
             batch = pending.get(request.pk, [])
-            if request is not own and len(batch) > budget:
+            records = {item.object_id for item in batch}
+            if request is not own and (len(batch) > budget or not records.isdisjoint(taken)):
                 # The group's transaction forgets at most EXECUTE_BATCH records (its own request's batch
                 # aside), so that a crash redoes, and the log's lock is held for, no more than one batch: the
-                # requests past that stay due for the next group.
+                # requests past that stay due for the next group. So does a request whose records another
+                # chosen request forgets (the same subject asked twice): one forget call acts on a record
+                # once, and the next group finds it forgotten already (gone, or hidden again).
                 continue
             budget -= len(batch)
+            taken |= records
             chosen.append((request, batch, [i for i in batch if i.decision]))
         try:
             # Every chosen request's forgets in one call (one forget, one event and one tombstone per request

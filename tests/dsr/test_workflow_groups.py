@@ -393,3 +393,32 @@ def test_a_groups_steps_read_nothing_of_the_requests_they_claim_that_the_claim_d
 
     assert len(mailoutbox) == 3
     assert not SubjectRequest.objects.filter(pk__in=[r.pk for r in made], notified_at__isnull=True).exists()
+
+
+@pytest.mark.django_db
+def test_two_requests_of_one_subject_in_one_group_each_run_to_their_end(mailoutbox):
+    # Given the same subject's erasure asked twice (two channels), both verified and started together
+    scenario = erasure_scenario()
+    first, second = verified_request(scenario), verified_request(scenario)
+    workflow.workflows_start(requests=[first, second], actor="operator:test")
+
+    # When the first one's delivery carries the group, and then the second's own delivery comes
+    run_to_end(first.pk)
+    run_to_end(second.pk)
+
+    # Then each request ran to its end with forgets of its own: the first erased what could go and hid the
+    # locked; the second found the erased records gone and hid the locked ones again, with its own tombstone
+    for request in (first, second):
+        request.refresh_from_db()
+        assert request.status == RequestStatus.PARTIALLY_COMPLETED and request.notified_at is not None
+        assert not RequestItem.objects.filter(request=request, outcome=ItemOutcome.PENDING).exists()
+        assert sorted(RetentionConflict.objects.filter(request=request).values_list("record_id", flat=True)) == \
+            sorted([scenario.under_rule.pk, scenario.under_hold.pk])
+    free = [r.pk for r in scenario.free]
+    assert not Record.objects.filter(pk__in=free).exists()
+    outcomes = dict(RequestItem.objects.filter(request=second, kind="record", object_id__in=free)
+                    .values_list("object_id", "outcome"))
+    assert set(outcomes.values()) == {ItemOutcome.GONE}
+    kept = RequestItem.objects.filter(request=second, kind="record", object_id=scenario.under_hold.pk).get()
+    assert kept.outcome == ItemOutcome.HIDDEN and kept.tombstone_id is not None
+    assert len(mailoutbox) == 2
