@@ -349,13 +349,17 @@ _EVENTS_INSERT_SQL = f"""
 
 def _events_insert(events: list[ForgetEvent]) -> None:
     """Insert new events and set their ids. Elsewhere than PostgreSQL, or for a value orjson refuses (a key
-    that is not a str, an int past 64 bits), `bulk_create` as JSONField would write them."""
+    that is not a str, an int past 64 bits), `bulk_create` as JSONField would write them. orjson is told to
+    refuse what `json` refuses and it would write (a datetime, a dataclass in the JSON), so that such a value
+    fails here as it did through JSONField."""
     connection = connections[ForgetEvent.objects.db]
     document = None
     if connection.vendor == "postgresql":
         try:
-            document = orjson.dumps([{column: getattr(event, column) for column in _EVENT_COLUMNS}
-                                     for event in events])
+            document = orjson.dumps([
+                {**{column: getattr(event, column) for column in _EVENT_COLUMNS},
+                 "public_id": str(event.public_id), "created_at": event.created_at.isoformat()}
+                for event in events], option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS)
         except TypeError:  # orjson.JSONEncodeError
             document = None
     if document is None:
@@ -365,7 +369,7 @@ def _events_insert(events: list[ForgetEvent]) -> None:
         cursor.execute(_EVENTS_INSERT_SQL, [document.decode()])
         ids = dict(cursor.fetchall())
     for event in events:
-        event.pk = ids[event.public_id]
+        event.pk = ids[uuid.UUID(str(event.public_id))]
         event._state.adding, event._state.db = False, connection.alias
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from memory.models import ForgetEvent, ForgetMode, ForgetStatus
@@ -62,3 +62,15 @@ def test_events_are_inserted_with_their_ids_and_values_whatever_orjson_refuses(t
     assert (stored.public_id, stored.target, stored.outcomes, stored.reason, stored.created_at) == (
         plain.public_id, plain.target, plain.outcomes, plain.reason, now)
     assert ForgetEvent.objects.get(pk=refused_by_orjson.pk).target == {"7": "seven"}
+
+
+def test_an_event_holding_what_json_refuses_is_refused_as_before(tenant):
+    from memory.services.forget import _events_insert
+
+    # A datetime inside the JSON: orjson could write it, JSONField's `json` cannot; the insert fails as it did
+    event = ForgetEvent(tenant=tenant, public_id=uuid.uuid4(), actor="api", path="api", target={"at": timezone.now()},
+                        mode=ForgetMode.HARD, status=ForgetStatus.FORGOTTEN, outcomes={}, artifacts={},
+                        created_at=timezone.now())
+    with pytest.raises(TypeError), transaction.atomic():
+        _events_insert([event])
+    assert not ForgetEvent.objects.filter(public_id=event.public_id).exists()
