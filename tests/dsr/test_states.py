@@ -228,3 +228,17 @@ def test_a_groups_move_writes_one_history_row_per_request_with_its_own_note_and_
         (made[2].pk, "executed", "workflow", "", "", ""),
     ]
     assert RequestTransition.objects.filter(request__in=made, action="plan").values("at").distinct().count() == 1
+
+
+def test_the_display_of_type_regulation_and_status_is_django_s_own():
+    # SubjectRequest defines get_type/regulation/status_display itself (Django's rebuilds a dict each call):
+    # for every choice, and for a value that is none, the answer of Django's generic method.
+    from django.db.models import Model
+
+    from dsr.models import Regulation, RequestStatus, RequestType, SubjectRequest
+
+    for name, choices in (("type", RequestType), ("regulation", Regulation), ("status", RequestStatus)):
+        field = SubjectRequest._meta.get_field(name)
+        for value in [*choices.values, "not-a-choice"]:
+            request = SubjectRequest(**{name: value})
+            assert getattr(request, f"get_{name}_display")() == Model._get_FIELD_display(request, field)
