@@ -169,3 +169,25 @@ def test_workflow_queries_do_not_grow_with_the_subjects_records(mailoutbox):
 
     assert counts[1] == counts[2]
     assert counts[2] <= 130
+
+
+def test_the_plan_opens_each_conflict_whole_naming_the_blocking_rule_or_hold(mailoutbox):
+    from dsr.models import ConflictStatus
+
+    scenario = erasure_scenario()
+    request = verified_request(scenario)
+
+    workflow.step_plan(request_id=request.pk)
+
+    by_record = {c.record_id: c for c in RetentionConflict.objects.filter(request=request)}
+    rule, hold = by_record[scenario.under_rule.pk], by_record[scenario.under_hold.pk]
+    for conflict in (rule, hold):
+        assert (conflict.tenant_id, conflict.status, conflict.decided_by, conflict.justification) == (
+            scenario.tenant.pk, ConflictStatus.OPEN, "", "")
+        assert conflict.decided_at is None and conflict.deferred_to is None and conflict.opened_at is not None
+        assert conflict.blocking and all(b.get("authority") for b in conflict.blocking)
+    assert [b["authority"] for b in rule.blocking] == ["SEC 17a-4(f)"]
+    assert [b["authority"] for b in hold.blocking] == ["court order 26-cv-7"]
+    item = RequestItem.objects.get(request=request, kind="record", object_id=scenario.under_rule.pk)
+    assert rule.locked_until is not None and rule.locked_until == item.deferred_until
+    assert hold.locked_until is None  # a hold has no end date
