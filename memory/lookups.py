@@ -3,10 +3,15 @@
 `__in` spells out one placeholder per id, and building and quoting those statements cost more than the
 database's own work in bulk forgets (bench/bench_forget.py, bench/bench_compaction.py). SQLite has no
 arrays and keeps `IN (...)`; callers there keep batches under its variable limit.
+
+Also the other ways of binding many values as one: `array_literal` (ids as one array) and `json_rows` (rows as
+one JSON document, for `json_to_recordset`).
 """
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import TypeVar
 
+import orjson
 from django.db.models import Field, ForeignObject, Lookup
 
 T = TypeVar("T")
@@ -43,6 +48,21 @@ def array_literal(values) -> str:
     cast to `bigint[]` / `uuid[]`: psycopg adapts a list element by element in Python (~4 µs an id, 0.4 s for
     a 100,000-record forget). Only for values whose text needs no quoting (integers, uuids)."""
     return "{" + ",".join(map(str, values)) + "}"
+
+
+def json_rows(rows: list[dict]) -> str | None:
+    """Rows for a statement that reads them with `json_to_recordset(%s::json)`: one JSON document made by orjson
+    (one C call for a batch, and one string for psycopg to quote, where parallel arrays are quoted element by
+    element). A top-level datetime goes as ISO 8601 text (PostgreSQL reads it as timestamptz). None when orjson
+    refuses a value (a key that is not a str, an int past 64 bits) or would write what `json`, and so
+    JSONField, refuses (a datetime or a dataclass inside a value): the caller then goes the ORM's way, which
+    stores it as JSONField does, or fails as it does."""
+    try:
+        return orjson.dumps([{key: value.isoformat() if isinstance(value, datetime) else value
+                              for key, value in row.items()} for row in rows],
+                            option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return None
 
 
 def batches(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:

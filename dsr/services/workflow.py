@@ -31,7 +31,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-import orjson
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
@@ -60,7 +59,7 @@ from memory.models import (
     Lineage,
     Record,
 )
-from memory.lookups import batches
+from memory.lookups import batches, json_rows
 from memory.services import (
     ForgetOrder,
     ForgetTarget,
@@ -328,11 +327,12 @@ def _plan_items(requests: list[SubjectRequest]) -> Counter:
 
 def _plan_decided(requests: list[SubjectRequest]) -> tuple[Counter, Counter]:
     """The plan of erasures or restrictions (a group is of one type), with each record item's decision made
-    as it is written (`_evaluate_items` decides the same way): one read of the subjects' records, which says
-    what a hard erasure and then a redaction would refuse, one INSERT of the decided record items and one of
-    the artifact items, and the retention conflicts of the records kept. Writing the items undecided and
-    deciding them in a second statement rewrote every record item (no item update is HOT): ~0.1 ms of the
-    database's time a request, and the worker's reading them back as model instances (bench_workflow.py).
+    as it is written (`_decision`, as `_evaluate_items` decides what was planned undecided): one read of the
+    subjects' records, which says what a hard erasure and then a redaction would refuse, one INSERT of the
+    decided record items and one of the artifact items, and the retention conflicts of the records kept.
+    Writing the items undecided and deciding them in a second statement rewrote every record item (no item
+    update is HOT): ~0.1 ms of the database's time a request, and the worker's reading them back as model
+    instances (bench_workflow.py).
     Returns the items new per request id, and the record items decided."""
     tenant = requests[0].tenant
     by_subject: dict[int, list[int]] = defaultdict(list)
@@ -345,15 +345,8 @@ def _plan_decided(requests: list[SubjectRequest]) -> tuple[Counter, Counter]:
     no_hard, no_redact = refusals if refusals else ({}, {})
     rows = []  # (request id, record id, decision, reason, deferred until)
     for subject_id, record_id in keys:
-        if restrict:
-            decision, reason = ItemDecision.HIDE, None
-        elif record_id not in no_hard:
-            decision, reason = ItemDecision.ERASE, None
-        elif record_id not in no_redact:
-            decision, reason = ItemDecision.REDACT, no_hard[record_id]
-        else:
-            decision, reason = ItemDecision.HIDE, no_redact[record_id]
-        deferred_until = _parse(reason.get("locked_until")) if decision == ItemDecision.HIDE and reason else None
+        decision, reason, deferred_until = ((ItemDecision.HIDE, None, None) if restrict
+                                            else _decision(record_id, no_hard, no_redact))
         for request_id in by_subject[subject_id]:
             rows.append((request_id, record_id, decision.value, reason, deferred_until))
     new = _record_items_insert(rows)
@@ -384,22 +377,15 @@ _CONFLICTS_OPEN_SQL = f"""
 
 def _conflicts_open(tenant, kept: list[tuple]) -> None:
     """Open a retention conflict for each kept record (request id, record id, the refusal's reason, its lock's
-    end), unless that request has one for that record already. What orjson would write and `json` refuses
-    (a datetime inside the reason) goes the ORM's way, and fails there as it did."""
+    end), unless that request has one for that record already. What `json_rows` refuses goes the ORM's way.
+    """
     if not kept:
         return
     now = timezone.now()
-    document = None
-    if connection.vendor == "postgresql":
-        try:
-            document = orjson.dumps([
-                {"request_id": request_id, "record_id": record_id, "code": reason["code"],
-                 "authority": reason.get("authority") or "", "blocking": reason["blocking"],
-                 "locked_until": locked_until.isoformat() if locked_until else None}
-                for request_id, record_id, reason, locked_until in kept],
-                option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS)
-        except TypeError:  # orjson.JSONEncodeError
-            document = None
+    document = json_rows([
+        {"request_id": request_id, "record_id": record_id, "code": reason["code"],
+         "authority": reason.get("authority") or "", "blocking": reason["blocking"], "locked_until": locked_until}
+        for request_id, record_id, reason, locked_until in kept]) if connection.vendor == "postgresql" else None
     if document is None:
         RetentionConflict.objects.bulk_create([RetentionConflict(
             request_id=request_id, tenant=tenant, record_id=record_id, code=reason["code"],
@@ -408,11 +394,10 @@ def _conflicts_open(tenant, kept: list[tuple]) -> None:
         ) for request_id, record_id, reason, locked_until in kept], ignore_conflicts=True)
         return
     with connection.cursor() as cursor:
-        cursor.execute(_CONFLICTS_OPEN_SQL, [tenant.pk, ConflictStatus.OPEN.value, now, document.decode()])
+        cursor.execute(_CONFLICTS_OPEN_SQL, [tenant.pk, ConflictStatus.OPEN.value, now, document])
 
 
-# Decided record items, in one statement on PostgreSQL: the rows go as one JSON document (orjson: one C call
-# for the group, and psycopg quotes one string, where parallel arrays were quoted element by element).
+# Decided record items, in one statement on PostgreSQL: the rows go as one JSON document (`json_rows`).
 _RECORD_ITEMS_INSERT_SQL = f"""
     INSERT INTO {RequestItem._meta.db_table} ({_PLAN_COLUMNS}, reason, deferred_until)
     SELECT v.request_id, %s, v.object_id, '', v.decision, %s, v.reason, v.deferred_until
@@ -427,18 +412,19 @@ def _record_items_insert(rows: list[tuple]) -> set[tuple[int, int]]:
     returns the (request id, record id) of those inserted."""
     if not rows:
         return set()
-    if connection.vendor == "postgresql":
+    columns = ("request_id", "object_id", "decision", "reason", "deferred_until")
+    documents = [json_rows([dict(zip(columns, row)) for row in batch]) for batch in batches(rows, UPDATE_BATCH)] \
+        if connection.vendor == "postgresql" else [None]
+    if None not in documents:
         new = set()
-        for batch in batches(rows, UPDATE_BATCH):
-            document = orjson.dumps([{"request_id": request_id, "object_id": object_id, "decision": decision,
-                                      "reason": reason, "deferred_until": deferred_until}
-                                     for request_id, object_id, decision, reason, deferred_until in batch])
+        for document in documents:
             with connection.cursor() as cursor:
-                cursor.execute(_RECORD_ITEMS_INSERT_SQL, [ItemKind.RECORD.value, ItemOutcome.PENDING.value,
-                                                          document.decode()])
+                cursor.execute(_RECORD_ITEMS_INSERT_SQL,
+                               [ItemKind.RECORD.value, ItemOutcome.PENDING.value, document])
                 new.update(cursor.fetchall())
         return new
-    # SQLite (the embedded default): its writers are serialized, so what is planned cannot change meanwhile.
+    # SQLite (the embedded default; its writers are serialized, so what is planned cannot change meanwhile), or
+    # a reason orjson refuses: the ORM's way.
     planned = set(RequestItem.objects.filter(request_id__in={row[0] for row in rows}, kind=ItemKind.RECORD)
                   .values_list("request_id", "object_id"))
     fresh = [row for row in rows if row[:2] not in planned]
@@ -473,7 +459,7 @@ def _evaluate_items(requests: list[SubjectRequest]) -> Counter:
     """Undecided record items get: erase (nothing forbids it), redact (a lock keeps the row, not the
     content), or hide and restrict with a deferred erasure and a retention conflict for legal. For requests
     of one tenant, all at once; returns how many were decided, per request id. (`_plan_decided` decides a
-    new plan's records the same way as it writes them; this decides what was planned undecided.)"""
+    new plan's records, by the same `_decision`, as it writes them.)"""
     by_pk = {r.pk: r for r in requests}
     items = list(RequestItem.objects.filter(request_id__in=list(by_pk), kind=ItemKind.RECORD, decision="")
                  .only("pk", "request_id", "object_id", "decision", "reason", "deferred_until"))
@@ -490,25 +476,30 @@ def _evaluate_items(requests: list[SubjectRequest]) -> Counter:
     ids = sorted({i.object_id for i in items})
     no_hard = records_refusals(tenant=tenant, record_ids=ids, mode=ForgetMode.HARD)
     no_redact = records_refusals(tenant=tenant, record_ids=sorted(no_hard), mode=ForgetMode.REDACT)
-    now = timezone.now()
-    conflicts = []
     for item in items:
-        if item.object_id not in no_hard:
-            item.decision = ItemDecision.ERASE
-        elif item.object_id not in no_redact:
-            item.decision, item.reason = ItemDecision.REDACT, no_hard[item.object_id]
-        else:
-            reason = no_redact[item.object_id]
-            item.decision, item.reason = ItemDecision.HIDE, reason
-            item.deferred_until = _parse(reason.get("locked_until"))
-            conflicts.append(RetentionConflict(
-                request_id=item.request_id, tenant=tenant, record_id=item.object_id, code=reason["code"],
-                authority=reason.get("authority") or "", blocking=reason["blocking"],
-                locked_until=item.deferred_until, opened_at=now,
-            ))
+        item.decision, reason, deferred_until = _decision(item.object_id, no_hard, no_redact)
+        if reason is not None:
+            item.reason = reason
+        if item.decision == ItemDecision.HIDE:
+            item.deferred_until = deferred_until
     _items_decide(items)
-    RetentionConflict.objects.bulk_create(conflicts, ignore_conflicts=True)
+    _conflicts_open(tenant, [(i.request_id, i.object_id, i.reason, i.deferred_until)
+                             for i in items if i.decision == ItemDecision.HIDE])
     return decided
+
+
+def _decision(record_id: int, no_hard: dict[int, dict], no_redact: dict[int, dict]) -> tuple:
+    """The least destructive operation that still satisfies an erasure, for one record: (decision, the refusal
+    that led to it or None, the deferral's date or None). Erase where nothing forbids it; redact where a lock
+    keeps the row and not its content; else hide, with a deferred erasure due when the lock ends (and a
+    retention conflict for legal, opened by the caller). `no_hard`, `no_redact`: what a hard erasure, and
+    then a redaction, would refuse (`records_refusals`)."""
+    if record_id not in no_hard:
+        return ItemDecision.ERASE, None, None
+    if record_id not in no_redact:
+        return ItemDecision.REDACT, no_hard[record_id], None
+    reason = no_redact[record_id]
+    return ItemDecision.HIDE, reason, _parse(reason.get("locked_until"))
 
 
 # The decisions, in one statement on PostgreSQL: each item's decision, reason and deferral given as parallel
@@ -683,10 +674,10 @@ def _items_record(items: list[_PendingItem]) -> None:
     refused (decided again, with the refusal's reason)."""
     done = [i for i in items if i.decision]
     for batch in batches(done, UPDATE_BATCH) if connection.vendor == "postgresql" else ():
-        document = orjson.dumps([{"id": i.pk, "outcome": i.outcome, "event_id": i.forget_event_id,
-                                  "tombstone_id": i.tombstone_id or None} for i in batch])
+        document = json_rows([{"id": i.pk, "outcome": i.outcome, "event_id": i.forget_event_id,
+                               "tombstone_id": i.tombstone_id or None} for i in batch])  # ids and words only
         with connection.cursor() as cursor:
-            cursor.execute(_ITEMS_RECORD_SQL, [document.decode()])
+            cursor.execute(_ITEMS_RECORD_SQL, [document])
     if connection.vendor != "postgresql":
         acted: dict[tuple, list[int]] = {}
         for item in done:

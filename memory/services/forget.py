@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 from itertools import repeat
 from typing import NamedTuple
 
-import orjson
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q, Value
@@ -41,7 +40,7 @@ from memory.models import (
     RecordTag,
     Tenant,
 )
-from memory.lookups import array_literal, batches
+from memory.lookups import array_literal, batches, json_rows
 from memory.services.targets import MAX_TARGET_ITEMS, ForgetTarget
 from retention.locks import class_locks, hold_covered_records
 from retention.models import LegalHold
@@ -349,24 +348,16 @@ _EVENTS_INSERT_SQL = f"""
 
 def _events_insert(events: list[ForgetEvent]) -> None:
     """Insert new events and set their ids. Elsewhere than PostgreSQL, or for a value orjson refuses (a key
-    that is not a str, an int past 64 bits), `bulk_create` as JSONField would write them. orjson is told to
-    refuse what `json` refuses and it would write (a datetime, a dataclass in the JSON), so that such a value
-    fails here as it did through JSONField."""
+    that is not a str, an int past 64 bits, what `json` refuses: `json_rows`), `bulk_create` as JSONField
+    would write them, or fail as it did."""
     connection = connections[ForgetEvent.objects.db]
-    document = None
-    if connection.vendor == "postgresql":
-        try:
-            document = orjson.dumps([
-                {**{column: getattr(event, column) for column in _EVENT_COLUMNS},
-                 "public_id": str(event.public_id), "created_at": event.created_at.isoformat()}
-                for event in events], option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS)
-        except TypeError:  # orjson.JSONEncodeError
-            document = None
+    document = json_rows([{column: getattr(event, column) for column in _EVENT_COLUMNS} for event in events]) \
+        if connection.vendor == "postgresql" else None
     if document is None:
         ForgetEvent.objects.bulk_create(events)
         return
     with connection.cursor() as cursor:
-        cursor.execute(_EVENTS_INSERT_SQL, [document.decode()])
+        cursor.execute(_EVENTS_INSERT_SQL, [document])
         ids = dict(cursor.fetchall())
     for event in events:
         event.pk = ids[uuid.UUID(str(event.public_id))]

@@ -74,3 +74,17 @@ def test_an_event_holding_what_json_refuses_is_refused_as_before(tenant):
     with pytest.raises(TypeError), transaction.atomic():
         _events_insert([event])
     assert not ForgetEvent.objects.filter(public_id=event.public_id).exists()
+
+
+def test_json_rows_writes_what_json_writes_and_refuses_what_it_refuses():
+    import json
+    from datetime import UTC, datetime
+
+    from memory.lookups import json_rows
+
+    at = datetime(2026, 12, 4, 19, 0, 0, 123456, tzinfo=UTC)
+    rows = [{"id": 1, "at": at, "reason": {"code": "legal_hold", "blocking": [{"authority": "court"}]}, "none": None}]
+    assert json.loads(json_rows(rows)) == [{**rows[0], "at": at.isoformat()}]  # a top-level time as ISO 8601
+    assert json_rows([{"reason": {"at": at}}]) is None  # inside a value: `json` would refuse it
+    assert json_rows([{"reason": {7: "seven"}}]) is None  # a key that is not a str
+    assert json_rows([{"id": 2**70}]) is None  # past 64 bits
