@@ -416,6 +416,9 @@ def test_two_requests_of_one_subject_in_one_group_each_run_to_their_end(mailoutb
             sorted([scenario.under_rule.pk, scenario.under_hold.pk])
     free = [r.pk for r in scenario.free]
     assert not Record.objects.filter(pk__in=free).exists()
+    # Nothing locked was destroyed by either request: the ruled and the held record keep their rows and content
+    kept_records = Record.objects.filter(pk__in=[scenario.under_rule.pk, scenario.under_hold.pk])
+    assert [(r.content != "", r.forgotten_at is not None) for r in kept_records] == [(True, True), (True, True)]
     outcomes = dict(RequestItem.objects.filter(request=second, kind="record", object_id__in=free)
                     .values_list("object_id", "outcome"))
     assert set(outcomes.values()) == {ItemOutcome.GONE}
