@@ -1,13 +1,20 @@
 """Issuing tombstones: validate, canonicalize and sign the statement, store it, append it to the log."""
 from __future__ import annotations
 
+import atexit
+import logging
+import os
 import struct
+import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import orjson
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -16,10 +23,13 @@ from ..dsse import PAYLOAD_TYPE, pae
 from ..errors import TombstoneError
 from ..merkle import leaf_hash
 from ..models import KeyPurpose, SigningKey, Tombstone, TombstoneSalts
+from ..signing_process import SigningProcess, SigningProcessError
 from .keys import key_current, key_current_hint, key_private
 from .log import log_append, log_lock
 from .rows import INSERT_MAX_ROWS, JSONB_BINARY_VERSION, RowWrites
 from .statement import salts_check, statement_payload
+
+logger = logging.getLogger(__name__)
 
 # A batch written by COPY signs under the log's lock, between the rows it streams: the server stores what it
 # has received (on the other core, when one is free) while this process signs. The COPYs go nodes, salts,
@@ -32,6 +42,14 @@ SIGNED_WITH_SALTS = 0.25
 # Of the nodes' and the salts' shares, the part signed once their last rows are sent (`RowWrites.insert(then=)`),
 # while the server stores what it has: ~50 signatures, ~1.5 ms, more than the last chunk's rows cost it.
 SIGNED_AFTER_ROWS = 0.2
+# A batch of this many tombstones or more is signed by the signing process (`tombstones.signing_process`), on
+# the other core, while this process checks, stores and appends; sent SUBMIT_EVERY messages a frame (a write
+# each, ~32 kB), its answers read every TAKE_EVERY rows written. Smaller batches sign here: starting their
+# signatures elsewhere saves less than it costs to wait for them.
+SIGNING_PROCESS_MIN = 64
+SUBMIT_EVERY = 32
+TAKE_EVERY = 128
+SIGNING_PROCESS_RETRY_SECONDS = 60
 SALT_ENTRY_BYTES = 48  # `"123456": "<32 hex>", ` in the salts JSON
 _KEY_FIELD = Tombstone._meta.get_field("key")
 TOMBSTONE_COLUMNS = ["id", "tenant_id", "payload_type", "payload", "signature", "key_id", "leaf_index", "created_at"]
@@ -97,25 +115,39 @@ def _issue(requests: list[TombstoneRequest]) -> _Issued:
     if len(set(ids)) != len(ids):
         raise TombstoneError("tombstone_conflict", "The same tombstone id twice in one call.", status_code=409)
     origin = settings.LEDGER_LOG_ORIGIN
-    texts, payloads, messages, leaves, salt_rows = [], [], [], [], []
-    for tombstone_id, request in zip(ids, requests):
-        text = str(tombstone_id)  # once: for the statement and for the lock's query
-        payload, records = statement_payload(tombstone_id=text, statement=request.statement, log_origin=origin)
-        message = pae(PAYLOAD_TYPE, payload)
-        texts.append(text)
-        payloads.append(payload)
-        messages.append(message)
-        leaves.append(leaf_hash(message))
-        salts = salts_check(request.subject_salts, records)
-        if salts:
-            salt_rows.append((tombstone_id, salts))
     count = len(requests)
     by_copy = count > INSERT_MAX_ROWS
     key = key_current_hint(purpose=KeyPurpose.TOMBSTONE)
-    # A few tombstones go in one query, which cannot stream: they are signed now, outside the lock.
-    signer = _Signer(key, messages)
-    if not by_copy:
-        signer.upto(count)
+    texts, payloads, messages, leaves, salt_rows = [], [], [], [], []
+    # A large batch is signed by the signing process as its messages are made (`_Signer.offer`).
+    signer = _Signer(key, messages, leaves, remote=count >= SIGNING_PROCESS_MIN)
+    try:
+        for tombstone_id, request in zip(ids, requests):
+            text = str(tombstone_id)  # once: for the statement and for the lock's query
+            payload, records = statement_payload(tombstone_id=text, statement=request.statement, log_origin=origin)
+            message = pae(PAYLOAD_TYPE, payload)
+            texts.append(text)
+            payloads.append(payload)
+            messages.append(message)
+            leaves.append(leaf_hash(message))
+            signer.offer()
+            salts = salts_check(request.subject_salts, records)
+            if salts:
+                salt_rows.append((tombstone_id, salts))
+        signer.offer(everything=True)
+        # A few tombstones go in one query, which cannot stream: they are signed now, outside the lock.
+        if not by_copy:
+            signer.upto(count)
+        return _issue_signed(requests, ids, texts, payloads, leaves, salt_rows, key, signer, by_copy)
+    finally:
+        signer.finish()
+
+
+def _issue_signed(requests: list[TombstoneRequest], ids: list[uuid.UUID], texts: list[str], payloads: list[bytes],
+                  leaves: list[bytes], salt_rows: list[tuple], key: SigningKey, signer: _Signer,
+                  by_copy: bool) -> _Issued:
+    """`_issue` once the statements are checked and their signing has begun: the lock, the writes."""
+    count, messages = len(requests), signer.messages
     tenant_ids = {int(request.tenant_id) for request in requests}
     with transaction.atomic(savepoint=False):  # the caller's transaction, or one of our own
         # The tombstone's tenant and key have no database constraints (migration 0005): they are checked here.
@@ -130,18 +162,18 @@ def _issue(requests: list[TombstoneRequest]) -> _Issued:
             raise TombstoneError("tenant_not_found", "A tombstone names a tenant that does not exist.",
                                  {"tenant_ids": sorted(tenant_ids)}, status_code=400)
         if (current_kid, current_key_id) != (key.kid, key.pk):  # rotated since this process last looked:
-            key = key_current(purpose=KeyPurpose.TOMBSTONE)  # sign (again) with the current key
-            signer = _Signer(key, messages)
+            key = key_current(purpose=KeyPurpose.TOMBSTONE)  # sign (again) with the current key, here
+            signer.restart(key)
             if not by_copy:
                 signer.upto(count)
         first, now, key_id, signatures = head.size, timezone.now(), key.pk, signer.signatures
         rows: list[tuple] = []
 
         def tombstone_rows():  # consumed by the COPY as it streams: what is signed here overlaps the storing
-            sign, append = signer.sign, rows.append
+            upto, append = signer.upto, rows.append
             for offset, (tombstone_id, request, payload) in enumerate(zip(ids, requests, payloads)):
                 if offset == len(signatures):  # signed in order: the next one, unless made already
-                    signatures.append(sign(messages[offset]))
+                    upto(offset + 1)
                 row = (tombstone_id, int(request.tenant_id), PAYLOAD_TYPE, payload, signatures[offset], key_id,
                        first + offset, now)
                 append(row)
@@ -178,17 +210,51 @@ def _issue(requests: list[TombstoneRequest]) -> _Issued:
 class _Signer:
     """Signs a batch's messages in order, a few at a time, wherever the writing has a moment: `upto(n)`
     makes the first n signatures; `during(rows, n)` hands rows on, signing between them so that the first
-    n signatures are made by the time the last row has gone."""
+    n signatures are made by the time the last row has gone.
 
-    def __init__(self, key: SigningKey, messages: list[bytes]):
-        self.sign, self.messages, self.signatures = key_private(key).sign, messages, []
+    With `remote`, the signing process (`tombstones.signing_process`) signs them instead, on the other core:
+    `offer()` sends it the messages made so far, a frame of SUBMIT_EVERY at a time, and `upto(n)` takes its
+    signatures (waiting only when it is behind). If it fails, what it has not answered is signed here; the
+    bytes are the same either way (Ed25519 is deterministic)."""
+
+    def __init__(self, key: SigningKey, messages: list[bytes], leaves: list[bytes], *, remote: bool = False):
+        self.messages, self.leaves, self.signatures = messages, leaves, []
+        self._start(key, remote)
+
+    def _start(self, key: SigningKey, remote: bool) -> None:
+        private = key_private(key)
+        self.sign, self.public_key = private.sign, private.public_key()
+        self.remote = signing_process_acquire(private, bytes(key.public_key)) if remote else None
+        self.holds = self.remote is not None  # the signing process's lock, until `finish`
+        self.submitted = len(self.signatures)  # messages sent to the process
+        self.verified = False
+
+    def offer(self, *, everything: bool = False) -> None:
+        """Send the signing process the messages made since the last frame (a frame's worth, or all)."""
+        if self.remote is None or not (everything or len(self.messages) - self.submitted >= SUBMIT_EVERY):
+            return
+        end = len(self.messages)
+        if end > self.submitted:
+            self._remote(self.remote.submit, self.messages[self.submitted:end], self.leaves[self.submitted:end])
+            self.submitted = end
 
     def upto(self, count: float) -> None:
-        signatures, messages, sign = self.signatures, self.messages, self.sign
-        for index in range(len(signatures), min(int(count), len(messages))):
+        signatures, messages = self.signatures, self.messages
+        count = min(int(count), len(messages))
+        if self.remote is not None and count > len(signatures):
+            self.offer(everything=True)
+            self._take(count - len(signatures))
+        sign = self.sign
+        for index in range(len(signatures), count):
             signatures.append(sign(messages[index]))
 
     def during(self, rows: Iterable[tuple], count: float) -> Iterator[tuple]:
+        if self.remote is not None:  # the process signs meanwhile: only take what it has made
+            for index, row in enumerate(rows, 1):
+                if index % TAKE_EVERY == 0:
+                    self._take(0)
+                yield row
+            return
         rows = list(rows)
         start = len(self.signatures)
         every = len(rows) / (count - start) if count - start >= 1 else len(rows) + 1  # rows per signature
@@ -199,6 +265,111 @@ class _Signer:
                 due = (len(self.signatures) - start + 1) * every
             yield row
         self.upto(count)
+
+    def restart(self, key: SigningKey) -> None:
+        """Sign with another key from here on (a rotation seen under the log's lock), in this process."""
+        self.finish()
+        self.signatures.clear()
+        self._start(key, remote=False)
+
+    def finish(self) -> None:
+        """Leave the signing process with nothing pending (its answers to a batch that stopped are dropped),
+        and to the next batch."""
+        remote, self.remote = self.remote, None
+        if remote is not None and remote.pending:
+            try:
+                remote.take(remote.pending)
+            except SigningProcessError as exc:
+                _signing_process_lost(remote, str(exc))
+        if self.holds:
+            self.holds = False
+            signing_process_release()
+
+    def _take(self, needed: int) -> None:
+        """Take at least `needed` signatures from the process, and what else it has answered already."""
+        remote = self.remote
+        if remote is None:
+            return
+        count = max(needed, self._remote(remote.available) or 0)
+        if not count or self.remote is None:
+            return
+        taken = self._remote(remote.take, count)
+        if taken is None:
+            return
+        if not self.verified:  # the first of each batch, before anything is written with it
+            try:
+                self.public_key.verify(taken[0], self.messages[len(self.signatures)])
+            except InvalidSignature:
+                _signing_process_lost(remote, "its signature does not verify")
+                self.remote = None
+                return
+            self.verified = True
+        self.signatures += taken
+
+    def _remote(self, method, *args):
+        """Call the process; on failure, stop using it (what it has not answered is signed here)."""
+        try:
+            return method(*args)
+        except SigningProcessError as exc:
+            _signing_process_lost(self.remote, str(exc))
+            self.remote = None
+            return None
+
+
+_signing: SigningProcess | None = None  # this process's signing process, started by the first large batch
+_signing_retry_at = 0.0  # after a failure, when to try starting one again (monotonic clock)
+# Held by the batch that uses the signing process, from its first message to `_Signer.finish`: one batch's
+# frames at a time (threads of one process issue batches too: a web server's, Celery's threads pool). A
+# batch that finds it held signs here.
+_signing_lock = threading.Lock()
+
+
+def signing_process_acquire(private: Ed25519PrivateKey, public: bytes) -> SigningProcess | None:
+    """This process's signing process, holding `private`, for one batch until `signing_process_release`;
+    None when switched off (LEDGER_TOMBSTONE_SIGNING_PROCESS), in use by another thread, or unavailable (then
+    the batch is signed here)."""
+    global _signing
+    if not settings.LEDGER_TOMBSTONE_SIGNING_PROCESS or not _signing_lock.acquire(blocking=False):
+        return None
+    if _signing is not None and _signing.pid_owner != os.getpid():
+        _signing = None  # a fork's copy of its parent's handle: the child process is the parent's to use
+    if _signing is None and time.monotonic() >= _signing_retry_at:
+        try:
+            _signing = SigningProcess()
+        except OSError as exc:
+            _signing_process_lost(None, f"could not start ({exc})")
+        else:
+            atexit.register(_signing_process_close, _signing)
+    if _signing is not None:
+        try:
+            _signing.key(private.private_bytes_raw(), public)
+        except SigningProcessError as exc:
+            _signing_process_lost(_signing, str(exc))
+    if _signing is None:
+        _signing_lock.release()
+    return _signing
+
+
+def signing_process_release() -> None:
+    _signing_lock.release()
+
+
+def _signing_process_close(remote: SigningProcess) -> None:
+    """At exit: close this process's own signing process (its input ends, it exits)."""
+    if remote.pid_owner == os.getpid():
+        remote.close()
+
+
+def _signing_process_lost(remote: SigningProcess | None, why: str = "failed") -> None:
+    """Stop using a signing process that failed; try a new one after SIGNING_PROCESS_RETRY_SECONDS."""
+    global _signing, _signing_retry_at
+    logger.warning("tombstone signing process: %s; signing in this process for %s s", why,
+                   SIGNING_PROCESS_RETRY_SECONDS)
+    if remote is not None:
+        remote.close()
+    if _signing is remote:
+        _signing = None
+    _signing_retry_at = time.monotonic() + SIGNING_PROCESS_RETRY_SECONDS
 
 
 # A salts row for binary COPY: 2 fields, tombstone_id (uuid, 16 bytes) and salts (jsonb: version byte + JSON).
