@@ -31,27 +31,40 @@ def database_connections_recycle(sender=None, **kwargs):
 
 @worker_ready.connect
 @worker_process_init.connect
-def worker_warm(**kwargs):
+def worker_warm(sender=None, **kwargs):
     """Once a worker is up (the solo pool's process when it is ready; each prefork child when it starts): the
-    signing keys opened, and what the process has built so far frozen."""
-    signing_keys_open()
+    signing keys opened, the tombstone signing process started where tasks run, and what the process has
+    built so far frozen."""
+    signing_keys_open(start_signing_process=not _prefork_parent(sender))
     objects_freeze()
 
 
-def signing_keys_open() -> None:
+def _prefork_parent(sender) -> bool:
+    """`worker_ready` of a prefork worker fires in its parent, which runs no task: a signing process started
+    there would serve nobody (and its forked children would hold its pipe open)."""
+    pool = getattr(sender, "pool", None)
+    return pool is not None and type(pool).__module__.endswith(".prefork")
+
+
+def signing_keys_open(*, start_signing_process: bool = False) -> None:
     """Decrypt the current signing keys now (scrypt: ~0.1 s a key, twice that under load; cached for the life
-    of the process), not in the first forget and the first receipt a worker makes, which would wait for it.
-    Only keys that exist are opened (the first forget creates a missing one, as before); a worker whose
-    database or passphrase is not ready starts anyway, and the first forget reports the problem."""
+    of the process), not in the first forget and the first receipt a worker makes, which would wait for it;
+    and, with `start_signing_process`, start the process that signs batches of tombstones (~0.1 s, else in
+    the first batch). Only keys that exist are opened (the first forget creates a missing one, as before); a
+    worker whose database or passphrase is not ready starts anyway, and the first forget reports the problem."""
     from django.db import DatabaseError, connection
 
     from tombstones.errors import TombstoneError
-    from tombstones.models import SigningKey
+    from tombstones.models import KeyPurpose, SigningKey
+    from tombstones.services.issue import signing_process_warm
     from tombstones.services.keys import key_current, key_private
 
     try:
         for purpose in SigningKey.objects.filter(retired_at__isnull=True).values_list("purpose", flat=True):
-            key_private(key_current(purpose=purpose))
+            key = key_current(purpose=purpose)
+            key_private(key)
+            if start_signing_process and purpose == KeyPurpose.TOMBSTONE:
+                signing_process_warm(key)
     except (DatabaseError, TombstoneError) as exc:
         logger.warning("signing keys not opened at start (%s); the first forget opens them", exc)
     finally:

@@ -1,5 +1,5 @@
-"""A worker, once up, opens its signing keys and moves what it built at start-up out of the garbage collector's
-walks (config/celery.py)."""
+"""A worker, once up, opens its signing keys, starts its tombstone signing process where its tasks run, and moves
+what it built at start-up out of the garbage collector's walks (config/celery.py)."""
 import gc
 
 import pytest
@@ -35,3 +35,47 @@ def test_a_started_worker_has_opened_the_current_signing_keys_before_its_first_f
         gc.unfreeze()
     opened = {kid for kid, _ in keys._private_keys}
     assert opened == {key.kid for key in current.values()}
+
+
+@pytest.fixture
+def no_signing_process():
+    from tombstones.services import issue
+
+    def reset():
+        if issue._signing is not None:
+            issue._signing.close()
+        issue._signing, issue._signing_retry_at = None, 0.0
+
+    reset()
+    yield issue
+    reset()
+
+
+@SIGNALS
+def test_a_started_worker_runs_its_signing_process_with_the_current_key(signal, no_signing_process):
+    import config.celery  # noqa: F401
+
+    current = keys.key_current(purpose=keys.KeyPurpose.TOMBSTONE)
+    try:
+        signal.send(sender=None)
+    finally:
+        gc.unfreeze()
+    process = no_signing_process._signing
+    assert process is not None and process.process.poll() is None
+    assert process.public_key == bytes(current.public_key)
+    assert not no_signing_process._signing_lock.locked()
+
+
+def test_the_parent_of_a_prefork_worker_starts_no_signing_process(no_signing_process):
+    """Its children run the tasks (each starts its own at worker_process_init)."""
+    from celery.concurrency.prefork import TaskPool
+
+    import config.celery  # noqa: F401
+
+    keys.key_current(purpose=keys.KeyPurpose.TOMBSTONE)
+    consumer = type("Consumer", (), {"pool": TaskPool.__new__(TaskPool)})()
+    try:
+        worker_ready.send(sender=consumer)
+    finally:
+        gc.unfreeze()
+    assert no_signing_process._signing is None

@@ -354,6 +354,13 @@ def signing_process_release() -> None:
     _signing_lock.release()
 
 
+def signing_process_warm(key: SigningKey) -> None:
+    """Start the signing process now, holding `key` (a worker at start-up), not in the first batch."""
+    private = key_private(key)
+    if signing_process_acquire(private, bytes(key.public_key)) is not None:
+        signing_process_release()
+
+
 def _signing_process_close(remote: SigningProcess) -> None:
     """At exit: close this process's own signing process (its input ends, it exits)."""
     if remote.pid_owner == os.getpid():
