@@ -18,7 +18,10 @@ created, migrated, dropped at the end), because tombstones are permanent: the tr
    Rates in tombstones/s and each service path's ratio to bare signing (goal 0.5 for the batch path), the
    median of the chunks' own ratios, the load average before and after, and the same ratio in this
    process's CPU time (`time.process_time`): the ceiling of the wall-clock ratio if the database's work
-   and the waits cost nothing, and much less moved by other processes than wall time is.
+   and the waits cost nothing, and much less moved by other processes than wall time is. A batch of 64 or
+   more is signed by the signing process (tombstones/signing_process.py) on the other core: its CPU time
+   (/proc/<pid>/schedstat) is printed too, with the ratio of both processes' CPU time together (what the
+   batch would cost on one core).
    `--profile` adds wall and CPU time per step of `tombstones_issue_many` (wrappers around the functions it
    calls, about a microsecond per call).
 2. The log grown to 1,000,000 entries (past the real ones, minimal tombstone rows with tiny distinct payloads,
@@ -151,7 +154,7 @@ def part_signing(tenant: Tenant, count: int, profile: bool = False) -> None:
           f"{statistics.median(chunk_ratios):.2f})")
     print(f"  this process's CPU time only: bare {count / cpu['bare']:,.0f} /s, tombstones_issue_many "
           f"{count / cpu['batch']:,.0f} /s, ratio {cpu['bare'] / cpu['batch']:.2f} (the ceiling if the server's "
-          f"work cost no time)")
+          f"work{' and the signing process' if signing_cpu['batch'] else ''} cost no time)")
     if signing_cpu["batch"]:
         both = cpu["batch"] + signing_cpu["batch"]
         print(f"  with the signing process's CPU time (tombstones/signing_process.py: "
