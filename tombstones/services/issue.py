@@ -102,7 +102,9 @@ def tombstones_issue_many(*, requests: list[TombstoneRequest]) -> list[IssuedTom
     still the current one, that the tenants exist and, for a few tombstones, that the ids are new), then the
     writes: one query for a few tombstones (nodes, head, tombstones and salts together; signed before the
     lock); binary COPYs for many (`rows.RowWrites`), signed while they stream (`SIGNED_WITH_NODES`), inside a
-    savepoint that a reissued id rolls back. bench/README.md has the measurements.
+    savepoint that a reissued id rolls back. From SIGNING_PROCESS_MIN tombstones on, the signing process
+    (`tombstones.signing_process`) signs them on another core from the first statement checked on, and the
+    COPYs only take its signatures. bench/README.md has the measurements.
     """
     issued = _issue(requests)
     if issued.stored is not None:
@@ -183,11 +185,11 @@ def _issue_signed(requests: list[TombstoneRequest], ids: list[uuid.UUID], texts:
         with_nodes, with_salts = count * SIGNED_WITH_NODES, count * (SIGNED_WITH_NODES + SIGNED_WITH_SALTS)
         log_append(head=head, leaf_hashes=leaves, writes=writes,
                    node_rows=lambda nodes: signer.during(nodes, with_nodes * (1 - SIGNED_AFTER_ROWS)),
-                   then=lambda: signer.upto(with_nodes))
+                   then=lambda: signer.ahead(with_nodes))
         writes.insert(model=TombstoneSalts, columns=["tombstone_id", "salts"],
                       rows=signer.during(salt_rows, with_salts - count * SIGNED_WITH_SALTS * SIGNED_AFTER_ROWS),
                       count=len(salt_rows), size=SALT_ENTRY_BYTES * sum(len(salts) for _id, salts in salt_rows),
-                      encode=_salts_row_binary, then=lambda: signer.upto(with_salts))
+                      encode=_salts_row_binary, then=lambda: signer.ahead(with_salts))
         writes.insert(model=Tombstone, columns=TOMBSTONE_COLUMNS, rows=tombstone_rows(), count=count,
                       size=sum(map(len, payloads)))
         if not by_copy:
@@ -247,6 +249,14 @@ class _Signer:
         sign = self.sign
         for index in range(len(signatures), count):
             signatures.append(sign(messages[index]))
+
+    def ahead(self, count: float) -> None:
+        """`upto(count)` while the server stores what it was sent; with the process, only take what it has
+        made (the signatures are needed with the tombstone rows, not before)."""
+        if self.remote is not None:
+            self._take(0)
+        else:
+            self.upto(count)
 
     def during(self, rows: Iterable[tuple], count: float) -> Iterator[tuple]:
         if self.remote is not None:  # the process signs meanwhile: only take what it has made
