@@ -299,3 +299,21 @@ def test_a_refused_batch_leaves_the_process_free_and_nothing_pending(tenant):
     requests = _requests(tenant, BATCH)
     _issue(requests)
     _assert_signed_as_here(requests, key)
+
+
+def test_a_statement_refused_in_the_middle_of_a_batch_leaves_nothing_pending(tenant):
+    """The signing process has frames of the batch's first statements when a later one is refused: their
+    answers are drained, nothing is stored, and the next batch's signatures are its own."""
+    from tombstones.errors import TombstoneError
+
+    key = SigningKey.objects.get(pk=tombstone_make(tenant).key_id)
+    refused = _requests(tenant, BATCH)
+    refused[-3].statement["execution"]["records"][0]["content"] = "alice@example.org"
+    with pytest.raises(TombstoneError) as refusal:
+        _issue(refused)
+    assert refusal.value.code == "statement_invalid"
+    assert issue_service._signing.pending == 0 and not issue_service._signing_lock.locked()
+    assert not Tombstone.objects.filter(pk__in=[r.tombstone_id for r in refused]).exists()
+    requests = _requests(tenant, BATCH)
+    _issue(requests)
+    _assert_signed_as_here(requests, key)
