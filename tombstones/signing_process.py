@@ -80,6 +80,15 @@ def serve() -> None:
         writer.flush()
 
 
+def _poll(events: dict[int, int], seconds: float) -> set[int]:
+    """The descriptors among `events` that are ready (or closed: a hang-up reads as end of file), waiting
+    `seconds` at most. poll, not select: a server process's descriptors can be numbered past select's 1,024."""
+    poller = select.poll()
+    for fd, mask in events.items():
+        poller.register(fd, mask)
+    return {fd for fd, _mask in poller.poll(seconds * 1000)}
+
+
 def _pipe_enlarge(fd: int) -> None:
     try:
         import fcntl
@@ -172,10 +181,10 @@ class SigningProcess:
             try:
                 view = view[os.write(self._in, view):]
             except BlockingIOError:  # its input is full: it may be waiting for us to read its answers
-                readable, _writable, _ = select.select([self._out], [self._in], [], START_SECONDS)
-                if readable:
+                ready = _poll({self._out: select.POLLIN, self._in: select.POLLOUT}, START_SECONDS)
+                if self._out in ready:
                     self._read(wait=0.0)
-                elif not _writable:
+                elif self._in not in ready:
                     self._fail("stopped reading")
             except (BrokenPipeError, OSError) as exc:
                 self._fail(f"its input closed ({exc})")
@@ -190,10 +199,8 @@ class SigningProcess:
 
     def _read(self, wait: float) -> None:
         """Read what has come; `wait` seconds at most for something to come."""
-        if wait > 0.0:
-            readable, _, _ = select.select([self._out], [], [], wait)
-            if not readable:
-                return
+        if wait > 0.0 and not _poll({self._out: select.POLLIN}, wait):
+            return
         while True:
             try:
                 data = os.read(self._out, PIPE_BYTES)

@@ -317,3 +317,32 @@ def test_a_statement_refused_in_the_middle_of_a_batch_leaves_nothing_pending(ten
     requests = _requests(tenant, BATCH)
     _issue(requests)
     _assert_signed_as_here(requests, key)
+
+
+def test_pipes_numbered_past_1024_work(tmp_path):
+    """A server process can have many descriptors open: the pipes then get numbers select() cannot take."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this machine allows {hard} descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200) if hard == resource.RLIM_INFINITY
+                                                else min(max(soft, 1200), hard), hard))
+    base = os.open(tmp_path / "filler", os.O_CREAT | os.O_RDONLY)
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.dup(base))
+        private = Ed25519PrivateKey.generate()
+        process = _keyed(private)
+        try:
+            assert min(process._in, process._out) > 1024
+            messages = _messages(100)
+            process.submit(messages, [leaf_hash(m) for m in messages])
+            assert process.take(100) == [private.sign(m) for m in messages]
+        finally:
+            process.close()
+    finally:
+        for fd in held + [base]:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

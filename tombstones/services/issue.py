@@ -149,7 +149,7 @@ def _issue_signed(requests: list[TombstoneRequest], ids: list[uuid.UUID], texts:
                   leaves: list[bytes], salt_rows: list[tuple], key: SigningKey, signer: _Signer,
                   by_copy: bool) -> _Issued:
     """`_issue` once the statements are checked and their signing has begun: the lock, the writes."""
-    count, messages = len(requests), signer.messages
+    count = len(requests)
     tenant_ids = {int(request.tenant_id) for request in requests}
     with transaction.atomic(savepoint=False):  # the caller's transaction, or one of our own
         # The tombstone's tenant and key have no database constraints (migration 0005): they are checked here.
