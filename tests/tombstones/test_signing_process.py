@@ -346,3 +346,22 @@ def test_pipes_numbered_past_1024_work(tmp_path):
         for fd in held + [base]:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_forked_child_starts_without_its_parents_process_or_lock(tenant):
+    """A prefork worker's child must not write into its parent's pipes, nor wait for a lock that a thread of
+    the parent held at the fork."""
+    tombstone_make(tenant)
+    _issue(_requests(tenant, BATCH))
+    assert issue_service._signing is not None
+    assert issue_service._signing_lock.acquire(blocking=False)  # held at the fork
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: only look, then leave without running any cleanup of the parent's
+            fresh = issue_service._signing is None and not issue_service._signing_lock.locked()
+            os._exit(0 if fresh else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        issue_service._signing_lock.release()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert issue_service._signing is not None and issue_service._signing.process.poll() is None

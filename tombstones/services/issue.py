@@ -338,9 +338,20 @@ def signing_process_acquire(private: Ed25519PrivateKey, public: bytes) -> Signin
     """This process's signing process, holding `private`, for one batch until `signing_process_release`;
     None when switched off (LEDGER_TOMBSTONE_SIGNING_PROCESS), in use by another thread, or unavailable (then
     the batch is signed here)."""
-    global _signing
     if not settings.LEDGER_TOMBSTONE_SIGNING_PROCESS or not _signing_lock.acquire(blocking=False):
         return None
+    try:
+        remote = _signing_process_keyed(private, public)
+    except BaseException:
+        _signing_lock.release()
+        raise
+    if remote is None:
+        _signing_lock.release()
+    return remote
+
+
+def _signing_process_keyed(private: Ed25519PrivateKey, public: bytes) -> SigningProcess | None:
+    global _signing
     if _signing is not None and _signing.pid_owner != os.getpid():
         _signing = None  # a fork's copy of its parent's handle: the child process is the parent's to use
     if _signing is None and time.monotonic() >= _signing_retry_at:
@@ -355,9 +366,17 @@ def signing_process_acquire(private: Ed25519PrivateKey, public: bytes) -> Signin
             _signing.key(private.private_bytes_raw(), public)
         except SigningProcessError as exc:
             _signing_process_lost(_signing, str(exc))
-    if _signing is None:
-        _signing_lock.release()
     return _signing
+
+
+def _signing_after_fork() -> None:
+    """In a forked child: the parent's signing process and lock are the parent's (a thread of the parent may
+    have held the lock at the fork, and would never release it here)."""
+    global _signing, _signing_lock
+    _signing, _signing_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_signing_after_fork)
 
 
 def signing_process_release() -> None:
