@@ -340,6 +340,11 @@ class Profile:
 
 
 def _profile(tenant, subject_ids: list[int]) -> None:
+    from config.celery import signing_keys_open
+
+    # As a worker does at start (config/celery.py): else the first group's tombstones and checkpoint would
+    # carry the keys' scrypt decryption (~0.1-0.2 s each) and the signing process's start.
+    signing_keys_open(start_signing_process=True)
     profile = Profile()
     request_ids = _requests_create(tenant, subject_ids, started=True)
     total = profile.run(request_ids)
