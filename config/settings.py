@@ -206,8 +206,9 @@ LOGGING = {
 # Encrypts the tombstone and checkpoint signing keys at rest. Unset in development: a generated
 # passphrase is kept in VAR_DIR/tombstone-signing-passphrase (shared by web and worker), with a warning.
 LEDGER_SIGNING_PASSPHRASE = env.str("LEDGER_SIGNING_PASSPHRASE", default="")
-# Batches of tombstones (sweeps, a workflow group's forgets) are signed by a child process on another core
-# while this one stores them (tombstones/signing_process.py); off: every signature is made in this process.
+# Batches of 64 tombstones or more (a workflow group's forgets: a tombstone per request and decision) are signed
+# by a child process on another core while this one stores them (tombstones/signing_process.py); off: every
+# signature is made in this process.
 LEDGER_TOMBSTONE_SIGNING_PROCESS = env.bool("LEDGER_TOMBSTONE_SIGNING_PROCESS", default=True)
 # The log's unique name: the first line of every checkpoint and `log_origin` in every statement.
 LEDGER_LOG_ORIGIN = env.str("LEDGER_LOG_ORIGIN", default="forgetting-ledger.localhost/tombstones")
