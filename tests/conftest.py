@@ -8,6 +8,22 @@ from tests.factories import ContentClassFactory, TenantFactory
 
 
 @pytest.fixture
+def no_signing_process():
+    """The test starts without a tombstone signing process (tombstones/signing_process.py) and leaves none
+    behind; yields the module that holds it."""
+    from tombstones.services import issue
+
+    def reset():
+        if issue._signing is not None:
+            issue._signing.close()
+        issue._signing, issue._signing_retry_at = None, 0.0
+
+    reset()
+    yield issue
+    reset()
+
+
+@pytest.fixture
 def tenant(db):
     return TenantFactory(name="acme")
 

@@ -37,20 +37,6 @@ def test_a_started_worker_has_opened_the_current_signing_keys_before_its_first_f
     assert opened == {key.kid for key in current.values()}
 
 
-@pytest.fixture
-def no_signing_process():
-    from tombstones.services import issue
-
-    def reset():
-        if issue._signing is not None:
-            issue._signing.close()
-        issue._signing, issue._signing_retry_at = None, 0.0
-
-    reset()
-    yield issue
-    reset()
-
-
 @SIGNALS
 def test_a_started_worker_runs_its_signing_process_with_the_current_key(signal, no_signing_process):
     import config.celery  # noqa: F401

@@ -29,18 +29,8 @@ BATCH = issue_service.SIGNING_PROCESS_MIN + 2 * issue_service.SUBMIT_EVERY + 5  
 
 
 @pytest.fixture(autouse=True)
-def own_signing_process():
-    """Each test starts without a signing process and leaves none behind."""
-    _signing_reset()
-    yield
-    _signing_reset()
-
-
-def _signing_reset():
-    if issue_service._signing is not None:
-        issue_service._signing.close()
-    issue_service._signing = None
-    issue_service._signing_retry_at = 0.0
+def own_signing_process(no_signing_process):
+    """Each test starts without a signing process and leaves none behind (tests/conftest.py)."""
 
 
 def _messages(count: int) -> list[bytes]:
