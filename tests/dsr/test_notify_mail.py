@@ -25,6 +25,10 @@ AWKWARD = ("".join(chr(c) for c in range(0x00, 0x100)) + "\u2014\u2028\u2029\ufe
     {"request": 3, "receipts": [{AWKWARD: [AWKWARD, {}, [], None, True, False, 0, -7, 2 ** 63 - 1],
                                  "checkpoint": "origin\n12\nhash=\n\n\u2014 origin sig=\n"}]},
     {"request": 4, "receipts": [{"salts": {str(k): "ab" * 16 for k in range(300)}}]},
+    # Only the checkpoints' em dashes past ASCII (the replace alone), and with a DEL or a Latin-1 letter too.
+    {"request": 5, "receipts": [{"checkpoint": "origin\n12\nhash=\n\n\u2014 origin sig=\n"}] * 2},
+    {"request": 6, "receipts": [{"checkpoint": "\u2014 origin sig=\n", "note": "del\x7f"}]},
+    {"request": 7, "receipts": [{"checkpoint": "\u2014 origin sig=\n", "note": "caf\u00e9 \u2014"}]},
 ])
 def test_receipt_attachment_is_the_text_json_dumps_writes(receipt):
     assert notify.receipt_text(receipt) == json.dumps(receipt, indent=2)
