@@ -124,6 +124,15 @@ def _setup(url: str, reuse: bool, needed: int) -> None:
         bench_forget._sql("VACUUM ANALYZE")
 
 
+def subjects_untouched(tenant, count: int) -> list[int]:
+    """The first `count` subjects whose ten records are all still there (a run erases the ones it measures)."""
+    from bench_forget import _fetch
+
+    return [row[0] for row in _fetch(
+        "SELECT subject_id FROM memory_record WHERE tenant_id = %s GROUP BY subject_id "
+        "HAVING bool_and(forgotten_at IS NULL) AND count(*) = 10 ORDER BY subject_id LIMIT %s", [tenant.pk, count])]
+
+
 def _derived_add(subject_ids: list[int]) -> None:
     """One summary per record of these subjects, with lineage: 10 derived artifacts per subject."""
     from bench_forget import _sql
@@ -388,10 +397,7 @@ def main() -> None:
     from memory.models import Tenant
 
     tenant = Tenant.objects.get(name=TENANT)
-    untouched = [row[0] for row in _fetch(
-        "SELECT subject_id FROM memory_record WHERE tenant_id = %s GROUP BY subject_id "
-        "HAVING bool_and(forgotten_at IS NULL) AND count(*) = 10 ORDER BY subject_id LIMIT %s",
-        [tenant.pk, 2 * args.subjects])]
+    untouched = subjects_untouched(tenant, 2 * args.subjects)
     workflow_side, raw_side = untouched[: args.subjects], untouched[args.subjects:]
     _derived_add(untouched)
     worker_options = _worker_url(os.environ["DATABASE_URL"]).partition("?")[2] or "default"
@@ -427,10 +433,7 @@ def main() -> None:
     print(f"ratio workflow/raw: {ratio:.3f} ({verdict}); median of the rounds' ratios: {statistics.median(ratios):.3f}")
     print(f"end: {_load()}")
     if args.profile:
-        profiled = [row[0] for row in _fetch(
-            "SELECT subject_id FROM memory_record WHERE tenant_id = %s GROUP BY subject_id "
-            "HAVING bool_and(forgotten_at IS NULL) AND count(*) = 10 ORDER BY subject_id LIMIT %s",
-            [tenant.pk, args.profile])]
+        profiled = subjects_untouched(tenant, args.profile)
         _derived_add(profiled)
         _profile(tenant, profiled)
 

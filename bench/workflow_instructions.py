@@ -49,7 +49,7 @@ def _measured(requests: int, signals: Path) -> None:
 
     group = int(os.environ.get("LEDGER_WORKFLOW_GROUP_SIZE", "50"))
     bench_workflow._setup(os.environ.setdefault("DATABASE_URL", DEFAULT_URL), True, requests + group)
-    from bench_forget import TENANT, _fetch
+    from bench_forget import TENANT
 
     from config.celery import objects_freeze, signing_keys_open
     from dsr.tasks import workflow_dispatch
@@ -57,10 +57,7 @@ def _measured(requests: int, signals: Path) -> None:
     from memory.models import Tenant
 
     tenant = Tenant.objects.get(name=TENANT)
-    subjects = [row[0] for row in _fetch(
-        "SELECT subject_id FROM memory_record WHERE tenant_id = %s GROUP BY subject_id "
-        "HAVING bool_and(forgotten_at IS NULL) AND count(*) = 10 ORDER BY subject_id LIMIT %s",
-        [tenant.pk, requests + group])]
+    subjects = bench_workflow.subjects_untouched(tenant, requests + group)
     bench_workflow._derived_add(subjects)
     request_ids = bench_workflow._requests_create(tenant, subjects, started=True)
     warm, measured = request_ids[:group], request_ids[group:]
