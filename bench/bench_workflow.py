@@ -238,24 +238,24 @@ class _Worker:
         return elapsed
 
 
-def _poll_connection():
-    """A psycopg connection of its own (autocommit) to the bench's database, whose prepared statements keep one
-    generic plan (by default the server plans the first five executions anew)."""
+def _connection(**options):
+    """A psycopg connection of its own to the bench's database (the raw side's, the poll's)."""
     import psycopg
     from django.conf import settings
 
     db = settings.DATABASES["default"]
-    return psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], autocommit=True,
-                           options="-c plan_cache_mode=force_generic_plan")
+    return psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], **options)
+
+
+def _poll_connection():
+    """Autocommit, and its prepared statements keep one generic plan (by default the server plans the first five
+    executions anew)."""
+    return _connection(autocommit=True, options="-c plan_cache_mode=force_generic_plan")
 
 
 def _run_raw(subject_ids: list[int]) -> float:
-    import psycopg
-    from django.conf import settings
-
-    db = settings.DATABASES["default"]
     started = time.perf_counter()
-    with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"]) as conn:
+    with _connection() as conn:
         for sid in subject_ids:
             with conn.transaction():
                 conn.execute("DELETE FROM memory_derivedartifact WHERE id IN (SELECT artifact_id FROM memory_lineage "

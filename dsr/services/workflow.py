@@ -25,7 +25,6 @@ request stands. Requests started together share a message per group (`workflows_
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -502,27 +501,29 @@ def _decision(record_id: int, no_hard: dict[int, dict], no_redact: dict[int, dic
     return ItemDecision.HIDE, reason, _parse(reason.get("locked_until"))
 
 
-# The decisions, in one statement on PostgreSQL: each item's decision, reason and deferral given as parallel
-# arrays. (Django's `bulk_update` spells a CASE per field and item: for a group's kept records, ~1 ms of a
-# request's time in bench_workflow.py, most of it building and planning that statement.)
+# The decisions, in one statement on PostgreSQL: each item's decision, reason and deferral as one JSON document
+# (`json_rows`, as the plan's items and the execute's outcomes). (Django's `bulk_update` spells a CASE per field
+# and item: for a group's kept records, ~1 ms of a request's time in bench_workflow.py, most of it building and
+# planning that statement.)
 _ITEMS_DECIDE_SQL = f"""
     UPDATE {RequestItem._meta.db_table} AS i
-    SET decision = v.decision, reason = v.reason::jsonb, deferred_until = v.deferred_until
-    FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::timestamptz[]) AS v(id, decision, reason, deferred_until)
+    SET decision = v.decision, reason = v.reason, deferred_until = v.deferred_until
+    FROM json_to_recordset(%s::json) AS v(id bigint, decision text, reason jsonb, deferred_until timestamptz)
     WHERE i.id = v.id
 """
 
 
 def _items_decide(items: list[RequestItem]) -> None:
     """Write the items' decisions, reasons and deferrals: one UPDATE per UPDATE_BATCH items on PostgreSQL;
-    elsewhere one UPDATE for the erased and `bulk_update` for those with a reason of their own."""
-    if connection.vendor == "postgresql":
-        for batch in batches(items, UPDATE_BATCH):
+    elsewhere, or for a reason `json_rows` refuses, one UPDATE for the erased and `bulk_update` for those with
+    a reason of their own."""
+    documents = [json_rows([{"id": i.pk, "decision": str(i.decision), "reason": i.reason,
+                             "deferred_until": i.deferred_until} for i in batch])
+                 for batch in batches(items, UPDATE_BATCH)] if connection.vendor == "postgresql" else [None]
+    if None not in documents:
+        for document in documents:
             with connection.cursor() as cursor:
-                cursor.execute(_ITEMS_DECIDE_SQL, [
-                    [i.pk for i in batch], [str(i.decision) for i in batch],
-                    [None if i.reason is None else json.dumps(i.reason) for i in batch],
-                    [i.deferred_until for i in batch]])
+                cursor.execute(_ITEMS_DECIDE_SQL, [document])
         return
     erase = [i.pk for i in items if i.decision == ItemDecision.ERASE]
     for batch in batches(erase, UPDATE_BATCH):
