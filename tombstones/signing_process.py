@@ -187,7 +187,7 @@ class SigningProcess:
                     self._read(wait=0.0)
                 elif self._in not in ready:
                     self._fail("stopped reading")
-            except (BrokenPipeError, OSError) as exc:
+            except OSError as exc:  # a broken pipe among them
                 self._fail(f"its input closed ({exc})")
 
     def _wait_for(self, size: int, seconds: float, why: str) -> None:
