@@ -3,10 +3,13 @@
 It trusts storage, not the system's account of itself:
   - what was written: the write ledger (retention.WriteLedgerEntry), filled by a database trigger on every
     INSERT into memory_record, append-only;
-  - the mandates: the active rules of each content class, from the retention table's current version and
-    from the rule rows (the longer wins, and a difference between the two is reported), and the active
-    legal holds, applied to the ledger's own copy of each record's tenant, class, subject, scope and
-    creation time (never the record's `retained_until` or `held`, which the system computed);
+  - the mandates: the active rules of each content class, from the latest version of the retention table
+    whose signature verifies and whose hash chain holds (retention.versions; a version that does not is an
+    anomaly, `retention_version_unverified`, and is not believed) and from the rule rows (the longer wins, and
+    a difference between the two is reported: `rule_table_drift`), and the legal holds (rules, versions and
+    holds are append-only in the database: retention migration 0005), applied to the ledger's own copy of each
+    record's tenant, class, subject, scope and creation time (never the record's `retained_until` or `held`,
+    which the system computed);
   - what was deleted on purpose: the record ids with outcome `deleted` in the signed tombstones' statements,
     indexed once per tombstone as the log grows (retention.TombstonedDeletion, append-only); a tombstone
     that excuses a mandated record is read and verified before it is believed;
@@ -47,6 +50,7 @@ from retention.models import (
     RetentionTableVersion,
     RuleKind,
 )
+from retention.versions import versions_sign_late, versions_verified
 
 logger = logging.getLogger(__name__)
 
@@ -66,33 +70,54 @@ class Mandate:
     authority: str
 
 
-def mandates_current() -> tuple[dict[int, Mandate], list[dict]]:
-    """Per content class, the longest active rule (and the longest pact), from the retention table's current
-    version of each tenant and from the active rule rows, the longer of the two; and the differences between
-    them, as anomalies."""
-    classes = {(t, n): pk for pk, t, n in ContentClass.objects.values_list("pk", "tenant_id", "name")}
+class _Classes:
+    """Which content classes a signed rule names: the one with its `content_class_id` (versions made before
+    they carried it have none) and the one with its name, in the version's tenant. Both, should they differ
+    (a class renamed behind the database's back): the safe side."""
+
+    def __init__(self):
+        rows = ContentClass.objects.values_list("pk", "tenant_id", "name")
+        self.by_name = {(t, n): pk for pk, t, n in rows}
+        self.tenant_of = {pk: t for pk, t, _n in rows}
+
+    def of(self, tenant_id: int, rule: dict) -> set[int]:
+        found = set()
+        class_id = rule.get("content_class_id")
+        if isinstance(class_id, int) and self.tenant_of.get(class_id) == tenant_id:
+            found.add(class_id)
+        named = self.by_name.get((tenant_id, rule.get("content_class")))
+        if named is not None:
+            found.add(named)
+        return found
+
+
+def mandates_current(trusted: dict[int, list[RetentionTableVersion]] | None = None,
+                     ) -> tuple[dict[int, Mandate], list[dict]]:
+    """Per content class, the longest active rule (and the longest pact), from the latest trusted version of each
+    tenant's retention table (signed, chain intact: retention.versions) and from the active rule rows, the longer
+    of the two; and, as anomalies, the versions not trusted and the differences between the two.
+    `trusted`: `versions_verified()`'s, when the caller has them (their anomalies are then the caller's)."""
+    anomalies = []
+    if trusted is None:
+        trusted, anomalies = versions_verified()
+    classes = _Classes()
     from_version: dict[int, list[tuple[int, str, str]]] = {}
-    latest: dict[int, RetentionTableVersion] = {}
-    for version in RetentionTableVersion.objects.order_by("tenant_id", "-number"):
-        latest.setdefault(version.tenant_id, version)
-    for tenant_id, version in latest.items():
-        for rule in version.rules:
-            class_id = classes.get((tenant_id, rule.get("content_class")))
-            if class_id is not None:
+    for tenant_id, versions in trusted.items():
+        for rule in versions[-1].rules if versions else []:
+            for class_id in classes.of(tenant_id, rule):
                 from_version.setdefault(class_id, []).append(
                     (int(rule["duration_days"]), rule.get("kind", ""), rule.get("authority", "")))
     from_rows: dict[int, list[tuple[int, str, str]]] = {}
     for class_id, days, kind, authority in RetentionRule.objects.filter(retired_at__isnull=True).values_list(
             "content_class_id", "duration_days", "kind", "authority"):
         from_rows.setdefault(class_id, []).append((days, kind, authority))
-    anomalies = []
     mandates = {}
     for class_id in set(from_version) | set(from_rows):
         a, b = sorted(from_version.get(class_id, [])), sorted(from_rows.get(class_id, []))
         if a != b:
             anomalies.append({"finding": "rule_table_drift", "content_class_id": class_id,
-                              "detail": "the active rules differ from the retention table's current version; "
-                                        "the audit applies the longer of the two",
+                              "detail": "the active rules differ from the retention table's latest trusted "
+                                        "version; the audit applies the longer of the two",
                               "version": a, "rules": b})
         rules = a + b
         longest = max(rules)
@@ -292,10 +317,12 @@ def _as_time(value) -> datetime:
     return parsed if timezone.is_aware(parsed) else parsed.replace(tzinfo=UTC)
 
 
-def _excuses_review(rows: list[tuple], anomalies: list[dict]) -> dict[tuple, list[int]]:
+def _excuses_review(rows: list[tuple], anomalies: list[dict],
+                    trusted: dict[int, list[RetentionTableVersion]]) -> dict[tuple, list[int]]:
     """For each mandated record a tombstone says was deleted: a gap if the tombstone does not verify, or if
-    the record was mandated when the tombstone was issued (by the retention table's version of that time, or
-    a hold active then), unless that tombstone is a legal override. Returns the gaps by (tenant, class)."""
+    the record was mandated when the tombstone was issued (by the latest trusted version of the retention table
+    at that time, or a hold active then), unless that tombstone is a legal override. Returns the gaps by
+    (tenant, class)."""
     import json
 
     from memory.models import ScopeClosure
@@ -310,10 +337,7 @@ def _excuses_review(rows: list[tuple], anomalies: list[dict]) -> dict[tuple, lis
     # checkpoint key that the published key set read before it did not hold yet.
     checkpoint_sign()
     genuine = {tid: tombstone_verify(document=envelope_of(t)).genuine for tid, t in tombstones.items()}
-    versions: dict[int, list[RetentionTableVersion]] = {}
-    for version in RetentionTableVersion.objects.order_by("tenant_id", "created_at"):
-        versions.setdefault(version.tenant_id, []).append(version)
-    class_names = dict(ContentClass.objects.values_list("pk", "name"))
+    classes = _Classes()
     holds = list(LegalHold.objects.all())
     hold_listed = set(HoldRecord.objects.values_list("hold_id", "record_id"))
     ancestors: dict[int, set[int]] = {}
@@ -334,9 +358,9 @@ def _excuses_review(rows: list[tuple], anomalies: list[dict]) -> dict[tuple, lis
         elif (statement.get("request") or {}).get("path") == "legal_override":
             continue  # legal decided to erase despite the rule (dsr.services.conflicts): on record in its tombstone
         else:
-            in_force = [v for v in versions.get(tenant_id, []) if v.created_at <= at]
+            in_force = [v for v in trusted.get(tenant_id, []) if v.created_at <= at]
             days = [int(r["duration_days"]) for r in (in_force[-1].rules if in_force else [])
-                    if r.get("content_class") == class_names.get(class_id)]
+                    if class_id in classes.of(tenant_id, r)]
             by_rule = bool(days) and created_at + timedelta(days=max(days)) > at
             by_hold = any(h.tenant_id == tenant_id and h.placed_at <= at and (h.released_at is None or h.released_at > at)
                           and (h.subject_id == subject_id and subject_id is not None or h.content_class_id == class_id
@@ -378,7 +402,15 @@ def coverage_audit(*, actor: str = "system", now: datetime | None = None) -> Cov
 def _audit(report: CoverageReport, *, now: datetime) -> None:
     d = _Dialect(connection.vendor)
     tombstones_index_update(report=report)
-    mandates, anomalies = mandates_current()
+    from tombstones.errors import TombstoneError
+
+    try:
+        versions_sign_late()
+    except TombstoneError as exc:  # no key to sign with: they stay unsigned, and are reported as such
+        logger.warning("coverage audit %s: the retention table's old versions cannot be signed (%s)", report.pk, exc)
+    trusted, anomalies = versions_verified()
+    mandates, drift = mandates_current(trusted)
+    anomalies += drift
     tolerance = timedelta(hours=settings.LEDGER_AUDIT_TOLERANCE_HOURS)
     grace = timedelta(days=settings.LEDGER_COMPACTION_GRACE_DAYS)
     prefix, params = _rows_sql(d, mandates)
@@ -396,7 +428,7 @@ def _audit(report: CoverageReport, *, now: datetime) -> None:
         if any(row["deleted_with_tombstone"] and row["mandated"] for row in rows):
             cursor.execute(_excusing_sql(prefix), params)
             excused_rows = cursor.fetchall()
-    late_gaps = _excuses_review(excused_rows, anomalies) if excused_rows else {}
+    late_gaps = _excuses_review(excused_rows, anomalies, trusted) if excused_rows else {}
     for row in rows:
         extra = late_gaps.get((row["tenant_id"], row["class_id"]), [])
         if extra:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class ContentClass(models.Model):
@@ -65,16 +66,35 @@ class RetentionRule(models.Model):
 
 
 class RetentionTableVersion(models.Model):
-    """Every change to a tenant's retention table makes a new numbered version holding the whole table."""
+    """Every change to a tenant's retention table makes a new numbered version holding the whole table.
+
+    Signed and chained (retention.versions): the coverage audit takes its mandates from the latest version whose
+    signature verifies and whose chain holds, not from the rule rows. Append-only in the database (retention
+    migration 0005): an INSERT without a signature, any UPDATE but the late signing of a version made before
+    versions were signed, and any DELETE are refused.
+    """
 
     tenant = models.ForeignKey("memory.Tenant", on_delete=models.PROTECT, related_name="retention_versions")
     number = models.PositiveIntegerField()
     actor = models.CharField(max_length=200)
     change = models.TextField()
+    # One dict per active rule: id, content_class (name), content_class_id, kind, duration_days, authority, mode,
+    # protects. Versions made before migration 0005 have no content_class_id.
     rules = models.JSONField()
-    # SHA-256 of the RFC 8785 canonical form of `rules`: what a signature covers.
+    # SHA-256 of the RFC 8785 canonical form of `rules`.
     digest = models.CharField(max_length=64)
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Set before the row is written (not auto_now_add): the signature covers it.
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    # SHA-256 of the signed statement of the version this one follows (retention.versions.version_digest): the
+    # hash chain; "" for the first.
+    previous_digest = models.CharField(max_length=64, blank=True, default="")
+    # The tombstones app's key (SigningKey.kid) that signed `retention.versions.version_statement`, and the
+    # Ed25519 signature over its DSSE pre-authentication encoding. Empty only on versions made before 0005
+    # that are not signed yet.
+    kid = models.CharField(max_length=64, blank=True, default="")
+    signature = models.BinaryField(blank=True, default=b"")
+    # Made before versions were signed, and signed afterwards, as found then (retention.versions.versions_sign_late).
+    signed_late = models.BooleanField(default=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "number"], name="retention_version_unique")]

@@ -128,17 +128,25 @@ def _version_new(*, tenant: Tenant, actor: str, change: str) -> RetentionTableVe
     Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
     rules = [
         {
-            "id": r.pk, "content_class": r.content_class.name, "kind": r.kind, "duration_days": r.duration_days,
-            "authority": r.authority, "mode": r.mode, "protects": r.protects,
+            # The class's id and name: the audit maps a signed rule to its class by both.
+            "id": r.pk, "content_class": r.content_class.name, "content_class_id": r.content_class_id,
+            "kind": r.kind, "duration_days": r.duration_days, "authority": r.authority, "mode": r.mode,
+            "protects": r.protects,
         }
         for r in RetentionRule.objects.filter(tenant=tenant, retired_at__isnull=True)
         .select_related("content_class").order_by("pk")
     ]
     number = (RetentionTableVersion.objects.filter(tenant=tenant).aggregate(n=Max("number"))["n"] or 0) + 1
-    return RetentionTableVersion.objects.create(
+    version = RetentionTableVersion(
         tenant=tenant, number=number, actor=actor, change=change, rules=rules,
-        digest=hashlib.sha256(rfc8785.dumps(rules)).hexdigest(),
+        digest=hashlib.sha256(rfc8785.dumps(rules)).hexdigest(), created_at=timezone.now(),
     )
+    # Signed and chained before it is written: the database refuses an unsigned version.
+    from retention.versions import version_sign_new
+
+    version_sign_new(version)
+    version.save(force_insert=True)
+    return version
 
 
 def hold_place(

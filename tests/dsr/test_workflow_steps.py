@@ -64,12 +64,7 @@ def test_every_step_run_twice_changes_nothing_more(mailoutbox):
 
 
 def test_existence_only_lock_is_redacted_not_kept(mailoutbox):
-    from retention.models import RetentionRule
-
-    scenario = erasure_scenario()
-    RetentionRule.objects.all().update(protects="existence")  # then recompute as legal would
-    from retention.locks import locks_recompute_for_classes
-    locks_recompute_for_classes([scenario.under_rule.content_class_id])
+    scenario = erasure_scenario(protects="existence")
     request = verified_request(scenario)
 
     run_to_end(request.pk)

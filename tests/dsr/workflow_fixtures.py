@@ -25,11 +25,11 @@ class Scenario:
     request: SubjectRequest | None = None
 
 
-def erasure_scenario(tenant_name: str = "acme", subject: str = "subject-7") -> Scenario:
+def erasure_scenario(tenant_name: str = "acme", subject: str = "subject-7", protects: str = "content") -> Scenario:
     tenant, _ = Tenant.objects.get_or_create(name=tenant_name)
     chat, _ = ContentClass.objects.get_or_create(tenant=tenant, name="chat")
     trades, _ = ContentClass.objects.get_or_create(tenant=tenant, name="trade-ledger")
-    rule(tenant, trades, days=7 * 365, authority="SEC 17a-4(f)", protects="content", mode="compliance")
+    rule(tenant, trades, days=7 * 365, authority="SEC 17a-4(f)", protects=protects, mode="compliance")
     free = [
         record(tenant, chat, scope="user:7/session:1", content="my address is 12 Tangerine Lane", subject=subject),
         record(tenant, chat, scope="user:7/session:2", content="my phone is 555 0199", subject=subject),
