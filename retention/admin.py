@@ -45,6 +45,8 @@ from retention.services import (
     rule_retire,
 )
 from retention.table_diff import table_diff
+from retention.versions import signature_problem
+from tombstones.selectors import keys_published
 
 MEDIA_CSS = {"all": ["ledger/admin.css"]}
 MAX_LISTED_RECORDS = 10_000   # a hold on more records than this is a hold on a subject, class or scope
@@ -290,7 +292,8 @@ class RetentionTableVersionAdmin(NoDeleteAdmin):
         if not self.has_view_permission(request, version):
             raise PermissionDenied
         return page_render(self, request, "admin/ledger/version_page.html", title=str(version), obj=version,
-                           version=version, changes=table_diff(version.previous_rules, version.rules))
+                           version=version, changes=table_diff(version.previous_rules, version.rules),
+                           signature_problem=signature_problem(version, keys_published()))
 
 
 # --- legal holds -----------------------------------------------------------------------------------------

@@ -294,6 +294,19 @@ def test_a_version_dropped_from_the_chain_or_rewritten_is_reported_and_not_belie
     assert [a["content_class_id"] for a in report.anomalies if a["finding"] == "rule_table_drift"] == [table.chat.pk]
 
 
+@postgresql
+def test_the_version_page_says_whether_its_signature_verifies(table, admin_client):
+    genuine, rewritten = RetentionTableVersion.objects.filter(tenant=table.tenant).order_by("number")[:2]
+    _bypassing("retention_retentiontableversion",
+               ("UPDATE retention_retentiontableversion SET rules = '[]'::jsonb WHERE id = %s", [rewritten.pk]))
+
+    pages = {v.pk: admin_client.get(f"/admin/retention/retentiontableversion/{v.pk}/change/").content.decode()
+             for v in (genuine, rewritten)}
+
+    assert f"verifies · key <code>{genuine.kid}</code>" in pages[genuine.pk]
+    assert "not trusted: signature_mismatch" in pages[rewritten.pk]
+
+
 def _made_before_signing(tenant) -> list[int]:
     """Turn the tenant's versions into what an install made before migration 0005 holds: unsigned, no chain,
     rules without their class ids."""
