@@ -19,7 +19,8 @@ restrict_violation, SQLite SQLITE_CONSTRAINT: both reach Django as IntegrityErro
   - `retention_contentclass`: DELETE, and an UPDATE of id, tenant_id or name (a rename would remap the rules of a
     signed version, which name their class, to another class).
 Updates compare values, not the columns listed: `save()` of a whole row writes every column, most unchanged.
-TRUNCATE is not refused (the test runner flushes tables with it, as for the write ledger and the tombstones).
+TRUNCATE is not refused by a trigger (the test runner flushes tables with it, as for the write ledger and the
+tombstones); the application role has no TRUNCATE privilege (memory/dbroles.py, tested as that role).
 On PostgreSQL the triggers are enabled ALWAYS, so `session_replication_role = replica` does not skip them.
 
 This migration also adds what signs a table version (retention/versions.py): `signature`, `kid`,
