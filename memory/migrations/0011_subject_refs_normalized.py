@@ -175,7 +175,7 @@ def subjects_unmerge_refused(apps, schema_editor) -> None:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("memory", "0010_forget_event_json_lz4"),
+        ("memory", "0013_locks_computed_by_database"),
         ("retention", "0004_audit_tombstone_index"),
     ]
 

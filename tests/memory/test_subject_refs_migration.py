@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,15 @@ from memory.subjects import subject_ref_normalize
 ROOT = Path(__file__).resolve().parents[2]
 NFC = "José Müller"
 NFD = unicodedata.normalize("NFD", NFC)
-BEFORE = [("memory", "0010_forget_event_json_lz4"), ("dsr", "0011_notice_receipt_lz4")]
+MINE = [("memory", "0011_subject_refs_normalized"), ("dsr", "0012_subject_refs_normalized")]
+
+
+def _before(graph) -> list[tuple[str, str]]:
+    """Each app's migration just before ours, wherever the other migrations put them."""
+    return [next(p.key for p in graph.node_map[key].parents if p.key[0] == key[0]) for key in MINE]
+
+
+BEFORE = _before(MigrationLoader(None, ignore_no_migrations=True).graph)
 
 # Runs against the historical models of BEFORE (no `merged_into` yet), here and in the SQLite subprocess.
 SEED = r'''
@@ -241,6 +250,7 @@ SQLITE_SEED = SEED + r'''
 import json
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
 
 BEFORE = %r
 executor = MigrationExecutor(connection)
