@@ -18,9 +18,10 @@ brings the rows at rest to that form:
        an UPDATE of `subject_id` on a locked record (memory 0003), because moving a record to another
        subject could take it out of a hold. Here it moves to the same person's surviving subject, which
        only ever adds coverage, so the UPDATE triggers of memory_record are suspended for that one
-       statement and put back as they were (enabled, or enabled ALWAYS) in the same transaction: the
-       migration runs as the tables' owner, and PostgreSQL's DDL is transactional, so no other
-       transaction sees the table without its guard and a failure rolls the suspension back with the
+       statement and put back as they were, in the same transaction (PostgreSQL: disabled, then enabled
+       again as they were, ALWAYS or not; SQLite cannot disable a trigger: dropped, then created again from
+       its own text). The migration runs as the tables' owner and the DDL is transactional: no other
+       transaction sees the table without its guard, and a failure rolls the suspension back with the
        rest. Nothing else of a record changes: not its lock (`held`, `retained_until`,
        `lock_protects_content`), content, commitment or timestamps;
      - legal holds on a subject (`retention_legalhold.subject_id`), released ones too, the same way (so
@@ -35,8 +36,9 @@ brings the rows at rest to that form:
    surviving subject covers the records the ledger has under a merged one.
 
 A reference that has no valid normal form (a control character other than whitespace, or more than 200
-characters once in NFC: a few characters decompose under NFC) is left as it is: no valid reference can
-name it, and no lookup ever could have (old writes refused neither, but new ones do).
+characters once in NFC: a few characters take two code points in NFC) is left as it is. Old writes
+accepted such references; lookups and new writes refuse them, so nothing reaches that subject again by
+its reference, and nothing could be merged with it.
 
 The normal form is repeated below rather than imported: a migration does not import code that may change
 after it is applied (tests/memory/test_subject_refs_migration.py checks that the two agree).
