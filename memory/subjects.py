@@ -16,7 +16,7 @@ writes, forget targets, holds, subject requests, restores, admin searches) passe
     destroys the other's records. Not folding can only miss records when a caller varies the case of an
     id it owns, which it controls; the opposite error cannot be undone.
   - refused (`invalid_subject`): anything but a string, control characters other than the whitespace
-    ones (NUL, ESC, DEL, U+001C..U+001F...), lone surrogates (not text: no database can store them), and a
+    ones (NUL, ESC, DEL, U+001C..U+001F...), lone surrogates (not text: UTF-8 cannot encode them), and a
     normalized reference that is empty or longer than 200 characters.
 
 Subjects that existing rows spelled two ways were merged by memory migration 0011: the younger rows
