@@ -20,6 +20,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from config.admin_pages import act_page, page_render
+from config.errors import ApplicationError
 from dsr.dashboard import (
     SOON_DAYS,
     conflict_page_get,
@@ -36,6 +37,7 @@ from dsr.services.conflicts import conflict_defer, conflict_override, conflict_u
 from dsr.services.states import OPEN
 from dsr.services.workflow import workflow_start, workflows_start
 from memory.models import Subject
+from memory.subjects import subject_ref_normalize
 
 MEDIA_CSS = {"all": ["ledger/admin.css"]}
 
@@ -176,7 +178,12 @@ class SubjectRequestAdmin(admin.ModelAdmin):
             return queryset, False
         # The subject first (one query), so that the search is two index lookups ORed, not a join of the
         # whole table with an OR across it.
-        match = Q(subject_id__in=list(Subject.objects.filter(ref=term).values_list("pk", flat=True)[:1000]))
+        try:
+            refs = [subject_ref_normalize(term)]  # as requests store it: "José  Müller" finds "José Müller"
+        except ApplicationError:
+            refs = []  # a term with no normal form (control characters) is no subject's reference
+        match = Q(subject_id__in=list(Subject.objects.filter(ref__in=refs, merged_into__isnull=True)
+                                      .values_list("pk", flat=True)[:1000]))
         if term.isdigit() and len(term) < 19:
             match |= Q(pk=int(term))
         return queryset.filter(match), False

@@ -7,6 +7,7 @@ from config.admin_pages import ReadOnlyAdmin
 from config.errors import ApplicationError
 from memory.models import ApiToken, DerivedArtifact, ForgetEvent, ForgetMode, Record, Scope, Subject, Tenant
 from memory.services import ForgetTarget, records_forget
+from memory.subjects import subject_ref_normalize
 
 
 @admin.register(Tenant)
@@ -19,9 +20,23 @@ class TenantAdmin(admin.ModelAdmin):
 
 @admin.register(Subject)
 class SubjectAdmin(admin.ModelAdmin):
-    list_display = ["ref", "tenant", "created_at"]
+    list_display = ["ref", "tenant", "created_at", "merged_into"]
     search_fields = ["ref"]
-    list_select_related = ["tenant"]
+    list_select_related = ["tenant", "merged_into"]
+    # A reference is stored in normal form by the services (memory.subjects) and names the person in every
+    # record, hold and request: not typed in here, where it would bypass the normalization.
+    readonly_fields = ["tenant", "ref", "merged_into", "created_at"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def get_search_results(self, request, queryset, search_term):
+        # References are stored in normal form (memory.subjects): "José" typed in NFD finds them too.
+        try:
+            search_term = subject_ref_normalize(search_term)
+        except ApplicationError:
+            pass  # no normal form (empty, control characters): searched as typed, finding nothing
+        return super().get_search_results(request, queryset, search_term)
 
     def has_delete_permission(self, request, obj=None):
         return False

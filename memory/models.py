@@ -21,14 +21,22 @@ class Tenant(models.Model):
 
 
 class Subject(models.Model):
-    """A data subject, known to the tenant by an opaque reference (never an e-mail in clear here)."""
+    """A data subject, known to the tenant by an opaque reference (never an e-mail in clear here).
+
+    `ref` is in normal form (memory.subjects.subject_ref_normalize: NFC, whitespace collapsed). A subject
+    with `merged_into` set is a spelling of another subject's reference that rows written before
+    normalization used (memory migration 0011 merged them): its records, holds and requests were moved to
+    the other subject; the row stays because the write ledger and signed tombstones name its id.
+    """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="subjects")
     ref = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    merged_into = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="merged")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["tenant", "ref"], name="subject_unique_ref")]
+        constraints = [models.UniqueConstraint(fields=["tenant", "ref"], condition=Q(merged_into__isnull=True),
+                                               name="subject_unique_ref")]
 
     def __str__(self) -> str:
         return self.ref

@@ -23,7 +23,8 @@ from django.utils.safestring import mark_safe
 
 from config.admin_pages import act_page, page_render, refusal_text
 from config.errors import ApplicationError
-from memory.models import Record, Scope, Subject, Tenant
+from memory.models import Record, Scope, Tenant
+from memory.subjects import subject_find
 from retention.models import (
     ContentClass,
     HoldRecord,
@@ -326,10 +327,13 @@ class HoldForm(forms.Form):
         if tenant is None or not target:
             return data
         if target == "subject":
-            ref = (data.get("subject_ref") or "").strip()
-            subject = Subject.objects.filter(tenant=tenant, ref=ref).first() if ref else None
-            if subject is None:
-                self.add_error("subject_ref", f"No subject with this reference in {tenant}.")
+            try:
+                subject = subject_find(tenant=tenant, ref=data.get("subject_ref") or "")
+                if subject is None:
+                    self.add_error("subject_ref", f"No subject with this reference in {tenant}.")
+            except ApplicationError as exc:  # no normal form (empty, control characters)
+                subject = None
+                self.add_error("subject_ref", exc.detail)
             self.target_kwargs = {"subject": subject}
         elif target == "content_class":
             cc = data.get("content_class")

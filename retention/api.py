@@ -7,8 +7,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api import StrictCharField, StrictIntegerField, StrictSerializer, role_required
-from memory.models import Scope, Subject
+from memory.models import Scope
 from memory.services.scopes import scope_path_parse
+from memory.subjects import subject_find
 from retention import errors, services
 from retention.models import ContentClass, LegalHold, RetentionRule, RuleKind, RuleMode, RuleProtects
 
@@ -170,7 +171,7 @@ class HoldsView(_LegalView):
         data = body.validated_data
         tenant = request.auth.tenant
         lookups = {
-            "subject": lambda v: Subject.objects.filter(tenant=tenant, ref=v).first(),
+            "subject": lambda v: subject_find(tenant=tenant, ref=v),
             "content_class": lambda v: ContentClass.objects.filter(tenant=tenant, name=v).first(),
             "scope": lambda v: Scope.objects.filter(tenant=tenant, path="/".join(scope_path_parse(v))).first(),
         }

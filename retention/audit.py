@@ -184,8 +184,16 @@ ledger AS (
         SELECT 1 FROM retention_writeledgerentry later WHERE later.record_id = l.record_id AND later.id > l.id)
 ),
 active AS (SELECT id, subject_id, content_class_id, scope_id FROM retention_legalhold WHERE released_at IS NULL),
+-- A hold on a subject covers the person: the subjects merged into the same one too (memory migration 0011:
+-- one person, references spelled two ways), as the ledger keeps the subject id each record was written with.
+held_person AS (
+    SELECT coalesce(s.merged_into_id, s.id) AS id FROM active h JOIN memory_subject s ON s.id = h.subject_id
+),
+held_subject AS (
+    SELECT id FROM held_person UNION SELECT s.id FROM memory_subject s JOIN held_person p ON s.merged_into_id = p.id
+),
 held AS (
-    SELECT l.record_id FROM ledger l JOIN active h ON h.subject_id = l.subject_id
+    SELECT l.record_id FROM ledger l JOIN held_subject hs ON hs.id = l.subject_id
     UNION SELECT l.record_id FROM ledger l JOIN active h ON h.content_class_id = l.content_class_id
     UNION SELECT l.record_id FROM ledger l
           JOIN memory_scopeclosure c ON c.descendant_id = l.scope_id JOIN active h ON h.scope_id = c.ancestor_id
@@ -325,7 +333,7 @@ def _excuses_review(rows: list[tuple], anomalies: list[dict],
     (tenant, class)."""
     import json
 
-    from memory.models import ScopeClosure
+    from memory.models import ScopeClosure, Subject
     from retention.models import HoldRecord, LegalHold
     from tombstones.models import Tombstone
     from tombstones.selectors import envelope_of
@@ -339,6 +347,8 @@ def _excuses_review(rows: list[tuple], anomalies: list[dict],
     genuine = {tid: tombstone_verify(document=envelope_of(t)).genuine for tid, t in tombstones.items()}
     classes = _Classes()
     holds = list(LegalHold.objects.all())
+    # One person per subject: a merged subject is the one it was merged into (see held_subject in _rows_sql).
+    merged = dict(Subject.objects.filter(merged_into__isnull=False).values_list("pk", "merged_into_id"))
     hold_listed = set(HoldRecord.objects.values_list("hold_id", "record_id"))
     ancestors: dict[int, set[int]] = {}
     for ancestor, descendant in ScopeClosure.objects.filter(descendant_id__in={r[4] for r in rows}).values_list(
@@ -363,7 +373,8 @@ def _excuses_review(rows: list[tuple], anomalies: list[dict],
                     if class_id in classes.of(tenant_id, r)]
             by_rule = bool(days) and created_at + timedelta(days=max(days)) > at
             by_hold = any(h.tenant_id == tenant_id and h.placed_at <= at and (h.released_at is None or h.released_at > at)
-                          and (h.subject_id == subject_id and subject_id is not None or h.content_class_id == class_id
+                          and (subject_id is not None and merged.get(h.subject_id, h.subject_id) == merged.get(
+                               subject_id, subject_id) or h.content_class_id == class_id
                                or h.scope_id in ancestors.get(scope_id, ()) or (h.pk, record_id) in hold_listed)
                           for h in holds)
             if not (by_rule or by_hold):

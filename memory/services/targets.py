@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 
 from memory import errors
-from memory.models import Record, RecordTag, Subject, Tenant
+from memory.models import Record, RecordTag, Tenant
 from memory.services.scopes import scope_descendant_ids, scope_get, scope_path_parse
+from memory.subjects import subject_ids_find, subject_ref_normalize
 
 # One request may name this many records or subjects; more is a batch job's business.
 MAX_TARGET_ITEMS = 10_000
@@ -42,11 +43,15 @@ class ForgetTarget:
                 raise errors.invalid("invalid_target", "tag must be a string of 1 to 100 characters.")
             return cls(tag=value)
         refs = value if isinstance(value, list) else [value]
-        if not refs or len(refs) > MAX_TARGET_ITEMS or any(not isinstance(r, str) or not 0 < len(r) <= 200
-                                                            for r in refs):
+        if not refs or len(refs) > MAX_TARGET_ITEMS:
             raise errors.invalid("invalid_target", f"subject must be a reference or a list of 1 to "
                                  f"{MAX_TARGET_ITEMS} references.")
-        return cls(subjects=tuple(sorted(set(refs))))
+        try:
+            # The form records were written under (memory.subjects): " José Müller " names "José Müller".
+            normal = {subject_ref_normalize(r) for r in refs}
+        except errors.MemoryError as exc:
+            raise errors.invalid("invalid_target", f"target.subject: {exc.detail}") from None
+        return cls(subjects=tuple(sorted(normal)))
 
     def records(self, tenant: Tenant) -> QuerySet:
         """The tenant's records this target names, forgotten ones included (a later forget may go further).
@@ -63,10 +68,11 @@ class ForgetTarget:
         if self.tag is not None:
             return records.filter(pk__in=RecordTag.objects.filter(name=self.tag, record__tenant=tenant)
                                   .values("record_id"))
-        subject_ids = self._subject_ids(tenant)
-        if len(subject_ids) != len(self.subjects):
+        refs = {subject_ref_normalize(r) for r in self.subjects}
+        found = subject_ids_find(tenant=tenant, refs=refs)
+        if len(found) != len(refs):
             raise errors.not_found("Some subjects are unknown to this tenant.")
-        return records.filter(subject_id__any_of=subject_ids)
+        return records.filter(subject_id__any_of=sorted(found.values()))
 
     def records_check(self, found) -> None:
         """`not_found` unless every listed record is among `found` (the ids of the tenant's records that a
@@ -77,9 +83,7 @@ class ForgetTarget:
                                    record_ids=missing[:100])
 
     def _subject_ids(self, tenant: Tenant) -> list[int]:
-        # Up to MAX_TARGET_ITEMS references: one array parameter (`any_of`) on PostgreSQL, not 10,000.
-        return list(Subject.objects.filter(tenant=tenant, ref__any_of=self.subjects).order_by("pk")
-                    .values_list("pk", flat=True))
+        return sorted(subject_ids_find(tenant=tenant, refs=self.subjects).values())
 
     def describe(self, tenant: Tenant) -> dict:
         """The target as a tombstone may show it: no subject reference in clear, only internal ids."""

@@ -12,6 +12,7 @@ from memory import errors
 from memory.embedding import embedder, vector_to_bytes
 from memory.models import ArtifactKind, DerivedArtifact, Lineage, Record, RecordTag, Subject, Tenant, Tier
 from memory.services.scopes import scope_get_or_create
+from memory.subjects import subject_ref_normalize
 from retention.locks import lock_for_new_record, retention_table_lock
 from retention.models import ContentClass
 from tombstones.verification import commitment_of
@@ -21,13 +22,14 @@ MAX_SOURCES = 1000
 
 
 def subject_get_or_create(*, tenant: Tenant, ref: str) -> Subject:
-    if not isinstance(ref, str) or not ref.strip() or len(ref) > 200:
-        raise errors.invalid("invalid_subject", "subject must be a reference of 1 to 200 characters.")
+    """The tenant's subject with this reference in normal form (memory.subjects), created if new;
+    `invalid_subject` (400) for a reference that has no valid normal form."""
+    ref = subject_ref_normalize(ref)
     try:
         with transaction.atomic():
-            subject, _ = Subject.objects.get_or_create(tenant=tenant, ref=ref.strip())
+            subject, _ = Subject.objects.get_or_create(tenant=tenant, ref=ref, merged_into__isnull=True)
     except IntegrityError:
-        subject = Subject.objects.get(tenant=tenant, ref=ref.strip())
+        subject = Subject.objects.get(tenant=tenant, ref=ref, merged_into__isnull=True)
     return subject
 
 

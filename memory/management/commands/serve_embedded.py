@@ -30,8 +30,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from memory.models import ArtifactKind, DerivedArtifact, Record, Subject, Tenant
-from memory.services import artifact_write, record_write
+from memory.models import ArtifactKind, DerivedArtifact, Record, Tenant
+from memory.services import artifact_write, record_write, subject_get_or_create
 from memory.services.tokens import tenant_get_or_create, token_issue
 from retention.models import ContentClass, LegalHold, RetentionRule, RuleKind, RuleMode, RuleProtects
 from retention.services import content_class_create, hold_place, rule_create
@@ -245,7 +245,7 @@ class Command(BaseCommand):
             written = 0 if Record.objects.filter(tenant=tenant).exists() else self._demo_records(tenant)
             if not LegalHold.objects.filter(tenant=tenant, matter=DEMO_HOLD_MATTER).exists():
                 hold_place(tenant=tenant, matter=DEMO_HOLD_MATTER, authority="FRCP 37(e)", actor=DEMO_ACTOR,
-                           subject=Subject.objects.get(tenant=tenant, ref=DEMO_HELD_SUBJECT))
+                           subject=subject_get_or_create(tenant=tenant, ref=DEMO_HELD_SUBJECT))
             if not DerivedArtifact.objects.filter(tenant=tenant, kind=ArtifactKind.SUMMARY).exists():
                 sources = list(Record.objects.filter(
                     tenant=tenant, scope__path="user:2/session:1", content_class=chat, forgotten_at__isnull=True,
