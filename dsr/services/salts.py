@@ -5,6 +5,9 @@ who reads its database can test guesses of the content against the commitment (e
 after the content is erased. So the server keeps a salt only until it reaches the data subject, and then
 destroys it: the subject's receipt becomes the only copy, enough to prove their data was covered.
 
+How: by deletion. The salts are not kept encrypted under a key to destroy later: nothing needs them once the
+subject has them, and a deleted row needs no key management to stay unreadable.
+
 When: the notice that carries a request's receipts destroys their salts as it is marked sent (dsr.services.notify,
 dsr.services.deferred): the tombstones' `TombstoneSalts` rows are deleted and the stored notice keeps its receipt
 without them. A forget that no subject request asked for (an agent's, a sweep's) never keeps them. A record's own
