@@ -80,9 +80,18 @@ def are_ids(values) -> bool:
             and max(map(len, values)) <= MAX_ID_DIGITS)
 
 
+def _hex_bytes(text: str) -> int:
+    """How many bytes `text` is as hex digits (-1 when it is not): `bytes.fromhex` also skips whitespace, so only
+    2n hex digits make n bytes."""
+    try:
+        return len(bytes.fromhex(text))
+    except ValueError:
+        return -1
+
+
 def is_hex64(value) -> bool:
     return (isinstance(value, str) and len(value) == 64 and value.isascii() and value == value.lower()
-            and all(c in "0123456789abcdef" for c in value))
+            and _hex_bytes(value) == 32)
 
 
 def is_item(value) -> bool:
@@ -99,11 +108,10 @@ def are_items(values) -> bool:
 
 def is_uuid(value) -> bool:
     """A tombstone id as a statement writes it: the canonical lowercase UUID form."""
-    if not isinstance(value, str) or len(value) != 36 or not value.isascii():
+    if not isinstance(value, str) or len(value) != 36 or not value.isascii() or value != value.lower():
         return False
-    parts = value.split("-")
-    return ([len(p) for p in parts] == [8, 4, 4, 4, 12]
-            and all(c in "0123456789abcdef" for p in parts for c in p))
+    return ([len(p) for p in value.split("-")] == [8, 4, 4, 4, 12]
+            and _hex_bytes(value.replace("-", "")) == 16)
 
 
 def is_actor(value) -> bool:

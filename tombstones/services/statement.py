@@ -33,7 +33,6 @@ from ..vocabulary import (
     REFUSAL_CODES,
     STATEMENT_VERSION,
     TIERS,
-    are_ids,
     are_items,
     is_actor,
     is_authority,
