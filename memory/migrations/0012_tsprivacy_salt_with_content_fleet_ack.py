@@ -1,12 +1,13 @@
 """A redaction empties the record's salt with its content; a fleet copy's acknowledgement is a signed tombstone.
 
-1. The guard (migration 0003) refused any UPDATE of a locked row's `salt`, with its id, scope, timestamps and
-   commitment (the row's identity and evidence). But a salt left beside the public commitment of content that
-   is gone lets anyone who reads the database guess the content back (a dictionary over e-mail addresses, say;
-   DESIGN.md invariant 6). So the guard now lets a locked row's salt be emptied, and only emptied, in the same
-   UPDATE that leaves its content empty (a redaction, `memory.services.forget`); any other change of the salt is
-   refused as before. The commitment stays: it is the row's evidence, and without the salt it reveals nothing.
-   Everything else is 0003's guard, restated here whole (a migration does not import another's module).
+1. The guard (migrations 0003 and 0013) refused any UPDATE of a locked row's `salt`, with its id, scope,
+   timestamps and commitment (the row's identity and evidence). But a salt left beside the public commitment of
+   content that is gone lets anyone who reads the database guess the content back (a dictionary over e-mail
+   addresses, say; DESIGN.md invariant 6). So the guard now lets a locked row's salt be emptied, and only
+   emptied, in the same UPDATE that leaves its content empty (a redaction, `memory.services.forget`); any other
+   change of the salt is refused as before. The commitment stays: it is the row's evidence, and without the
+   salt it reveals nothing. Everything else is the guard as memory 0013 left it (content changed only by a
+   redaction), restated here whole (a migration does not import another's module); the reverse puts 0013's back.
 2. `FleetCopyNotice.closing_tombstone_id`: the follow-up tombstone that signed the holder's acknowledgement and
    closes the `fleet_copy:N` item of the forget's tombstone (`memory.services.fleet`). A notice is open until it
    has one (confirm-erasure requires it); the partial index that finds open notices follows.
@@ -15,13 +16,14 @@
 from django.db import migrations, models
 from django.db.models import Q
 
-# The identity and evidence of a locked row: never updated while the lock lasts (0003's, less the salt).
+# The identity and evidence of a locked row: never updated while the lock lasts (0013's, less the salt).
 PROTECTED_COLUMNS = ["id", "tenant_id", "scope_id", "subject_id", "content_class_id", "created_at", "commitment"]
 
 # --- PostgreSQL ---------------------------------------------------------------------------------
 
 PG_LOCKED = "(OLD.held OR OLD.retained_until > now())"
-PG_PROTECTED_CHANGED = " OR ".join(f"NEW.{c} IS DISTINCT FROM OLD.{c}" for c in PROTECTED_COLUMNS)
+# A redaction (memory 0013): the content emptied with redacted_at set, on a lock that protects existence only.
+PG_REDACTION = "(NEW.content = '' AND NEW.redacted_at IS NOT NULL AND NOT (OLD.held OR OLD.lock_protects_content))"
 # The salt may only be emptied, and only with the content.
 PG_SALT_CHANGED = "(NEW.salt IS DISTINCT FROM OLD.salt AND NOT (NEW.salt = '' AND NEW.content = ''))"
 PG_SHORTENS = (
@@ -31,19 +33,23 @@ PG_SHORTENS = (
 )
 
 
-def _pg_update_when(protected_changed: str) -> str:
+def _pg_update_when(salt_changed: str) -> str:
+    protected_changed = " OR ".join(f"NEW.{c} IS DISTINCT FROM OLD.{c}" for c in PROTECTED_COLUMNS)
     return f"""
     (OLD.redacted_at IS NOT NULL AND NEW.redacted_at IS NULL)
     OR ({PG_LOCKED} AND (
-        {protected_changed}
+        {protected_changed} OR {salt_changed}
         OR (OLD.forgotten_at IS NOT NULL AND NEW.forgotten_at IS NULL)
-        OR ((OLD.held OR OLD.lock_protects_content) AND NEW.content IS DISTINCT FROM OLD.content)
+        OR (NEW.content IS DISTINCT FROM OLD.content AND NOT {PG_REDACTION})
         OR {PG_SHORTENS}
     ))
 """
 
 
-def _pg_function(protected_checks: str) -> str:
+def _pg_function(salt_check: str) -> str:
+    protected_checks = "\n".join(
+        f"    IF NEW.{c} IS DISTINCT FROM OLD.{c} THEN refused := refused || '{c}'::text; END IF;"
+        for c in PROTECTED_COLUMNS)
     return f"""
 CREATE OR REPLACE FUNCTION memory_record_guard() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -75,14 +81,19 @@ BEGIN
     END IF;
 
 {protected_checks}
+{salt_check}
     IF OLD.forgotten_at IS NOT NULL AND NEW.forgotten_at IS NULL THEN
         refused := refused || 'forgotten_at (cleared)'::text;
     END IF;
     IF OLD.redacted_at IS NOT NULL AND NEW.redacted_at IS NULL THEN
         refused := refused || 'redacted_at (cleared)'::text;
     END IF;
-    IF (OLD.held OR OLD.lock_protects_content) AND NEW.content IS DISTINCT FROM OLD.content THEN
-        refused := refused || 'content (the lock protects content)'::text;
+    IF NEW.content IS DISTINCT FROM OLD.content AND NOT {PG_REDACTION} THEN
+        IF OLD.held OR OLD.lock_protects_content THEN
+            refused := refused || 'content (the lock protects content)'::text;
+        ELSE
+            refused := refused || 'content (only a redaction may change it)'::text;
+        END IF;
     END IF;
     IF cardinality(refused) > 0 THEN
         RAISE EXCEPTION USING ERRCODE = 'restrict_violation',
@@ -99,7 +110,7 @@ BEGIN
        AND (NEW.retained_until IS NULL OR NEW.retained_until < OLD.retained_until) THEN
         shortened := shortened || 'retained_until'::text;
     END IF;
-    -- Only the retention engine's recompute transaction holds a grant row, and only it can see it.
+    -- Only the lock functions (SECURITY DEFINER, memory 0013) hold a grant row, and only their transaction sees it.
     IF cardinality(shortened) > 0 AND NOT EXISTS (SELECT 1 FROM retention_lockrecomputegrant) THEN
         RAISE EXCEPTION USING ERRCODE = 'restrict_violation',
             MESSAGE = lock_text || '; shortening the lock (' || array_to_string(shortened, ', ')
@@ -111,31 +122,20 @@ $$;
 """
 
 
-def _pg_checks(columns: list[str]) -> str:
-    return "\n".join(f"    IF NEW.{c} IS DISTINCT FROM OLD.{c} THEN refused := refused || '{c}'::text; END IF;"
-                     for c in columns)
+def _pg(salt_changed: str, salt_check: str) -> list[str]:
+    return [
+        _pg_function(salt_check),
+        "DROP TRIGGER IF EXISTS memory_record_guard_update ON memory_record",
+        f"CREATE TRIGGER memory_record_guard_update BEFORE UPDATE ON memory_record FOR EACH ROW "
+        f"WHEN ({_pg_update_when(salt_changed)}) EXECUTE FUNCTION memory_record_guard()",
+    ]
 
 
-PG_FORWARD = [
-    _pg_function(_pg_checks(PROTECTED_COLUMNS) + f"\n    IF {PG_SALT_CHANGED} THEN "
-                 "refused := refused || 'salt (only emptied, with the content)'::text; END IF;"),
-    "DROP TRIGGER IF EXISTS memory_record_guard_update ON memory_record",
-    f"""
-CREATE TRIGGER memory_record_guard_update BEFORE UPDATE ON memory_record
-FOR EACH ROW WHEN ({_pg_update_when(f"{PG_PROTECTED_CHANGED} OR {PG_SALT_CHANGED}")})
-EXECUTE FUNCTION memory_record_guard();
-""",
-]
-# Back to 0003's guard: the salt is evidence like the commitment.
-PG_REVERSE = [
-    _pg_function(_pg_checks(PROTECTED_COLUMNS + ["salt"])),
-    "DROP TRIGGER IF EXISTS memory_record_guard_update ON memory_record",
-    f"""
-CREATE TRIGGER memory_record_guard_update BEFORE UPDATE ON memory_record
-FOR EACH ROW WHEN ({_pg_update_when(PG_PROTECTED_CHANGED + " OR NEW.salt IS DISTINCT FROM OLD.salt")})
-EXECUTE FUNCTION memory_record_guard();
-""",
-]
+PG_FORWARD = _pg(PG_SALT_CHANGED, f"    IF {PG_SALT_CHANGED} THEN "
+                 "refused := refused || 'salt (only emptied, with the content)'::text; END IF;")
+# Back to 0013's guard: the salt is evidence like the commitment.
+PG_REVERSE = _pg("NEW.salt IS DISTINCT FROM OLD.salt",
+                 "    IF NEW.salt IS DISTINCT FROM OLD.salt THEN refused := refused || 'salt'::text; END IF;")
 
 # --- SQLite -------------------------------------------------------------------------------------
 
@@ -150,6 +150,7 @@ SQLITE_SHORTENS = (
     "NEW.retained_until IS NULL"
     " OR coalesce(julianday(NEW.retained_until) < julianday(OLD.retained_until), 1)))"
 )
+SQLITE_REDACTION = "(NEW.content = '' AND NEW.redacted_at IS NOT NULL AND NOT (OLD.held OR OLD.lock_protects_content))"
 
 
 def _sqlite_refuse(what: str) -> str:
@@ -176,8 +177,8 @@ BEGIN
         WHEN (OLD.forgotten_at IS NOT NULL AND NEW.forgotten_at IS NULL)
           OR (OLD.redacted_at IS NOT NULL AND NEW.redacted_at IS NULL) THEN
             {_sqlite_refuse("clearing forgotten_at or redacted_at")}
-        WHEN (OLD.held OR OLD.lock_protects_content) AND NEW.content IS NOT OLD.content THEN
-            {_sqlite_refuse("UPDATE of content (the lock protects content)")}
+        WHEN NEW.content IS NOT OLD.content AND NOT {SQLITE_REDACTION} THEN
+            {_sqlite_refuse("UPDATE of content (only a redaction may change it)")}
         WHEN ({SQLITE_SHORTENS}) AND NOT EXISTS (SELECT 1 FROM retention_lockrecomputegrant) THEN
             {_sqlite_refuse("shortening the lock outside a lock recomputation")}
     END;
@@ -212,7 +213,7 @@ def _run(statements: list[str]):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("memory", "0010_forget_event_json_lz4"),
+        ("memory", "0013_locks_computed_by_database"),
     ]
 
     operations = [
