@@ -80,11 +80,12 @@ def statement_make(n: int) -> tuple[dict, dict]:
     records = [{"record_id": rid, "commitment": commitment_of(f"content {rid}", salt), "tier": "hot",
                 "outcome": "deleted"} for rid, salt in salts.items()]
     statement = {
-        "request": {"actor": "agent:bench", "authority": "GDPR Art. 17", "reason": "subject request", "path": "api"},
-        "scope": {"target": {"subject": f"subject-{n}"}},
-        "execution": {"mode": "hard", "records": records, "path": "memory.forget"},
+        "request": {"actor": "token:1", "authority": "GDPR Art. 17", "path": "api"},
+        "scope": {"target": {"subject_ids": [str(n)]}},
+        "execution": {"mode": "hard", "records": records, "path": "api"},
         "propagation": {"derivatives": [{"artifact_id": str(n), "kind": "embedding", "outcome": "deleted"}],
-                        "deferred": [{"item": "archive copy", "deadline": "2026-03-01T00:00:00Z"}]},
+                        "deferred": [{"item": f"fleet_copy:{n + 1}", "action": "acknowledge",
+                                      "deadline": "2026-03-01T00:00:00Z"}]},
         "time": "2025-12-02T10:00:00Z",
     }
     return statement, salts

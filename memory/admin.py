@@ -86,7 +86,8 @@ class RecordAdmin(admin.ModelAdmin):
 
     def delete_model(self, request, obj):
         records_forget(tenant=obj.tenant, target=ForgetTarget(record_ids=(obj.pk,)), mode=ForgetMode.HARD,
-                       actor=f"admin:{request.user.username}", path="admin", reason="admin delete")
+                       actor=f"admin:{request.user.username}", path="admin", reason="admin delete",
+                       public_actor=f"user:{request.user.pk}")
 
     @admin.action(description="Forget (hard) through the retention guard", permissions=["delete"])
     def forget_hard(self, request, queryset):
@@ -97,7 +98,7 @@ class RecordAdmin(admin.ModelAdmin):
             try:
                 result = records_forget(tenant=tenant, target=ForgetTarget(record_ids=tuple(ids)),
                                         mode=ForgetMode.HARD, actor=f"admin:{request.user.username}", path="admin",
-                                        reason="admin bulk forget")
+                                        reason="admin bulk forget", public_actor=f"user:{request.user.pk}")
             except ApplicationError as exc:
                 self.message_user(request, f"{tenant}: {exc.detail}", messages.ERROR)
                 continue

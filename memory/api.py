@@ -183,6 +183,7 @@ class ForgetView(APIView):
         result = services.records_forget(
             tenant=tenant, target=services.ForgetTarget.parse(data["target"]), mode=data["mode"],
             reason=data["reason"], actor=f"token:{request.auth.prefix}", path="api",
+            public_actor=f"token:{request.auth.pk}",  # the token's id: its characters never go in a tombstone
         )
         code = status.HTTP_409_CONFLICT if result.status == "refused" else status.HTTP_200_OK
         return Response(result.as_api(), status=code)
@@ -222,6 +223,8 @@ class FleetNoticeOut(serializers.Serializer):
     notified_at = serializers.DateTimeField()
     deadline = serializers.DateTimeField()
     acknowledged_at = serializers.DateTimeField(allow_null=True)
+    # The follow-up tombstone that signed the acknowledgement (null until acknowledged).
+    closing_tombstone_id = serializers.UUIDField(allow_null=True)
 
 
 class FleetNoticesView(APIView):
@@ -241,7 +244,8 @@ class FleetNoticeAckView(APIView):
 
     @extend_schema(request=None, responses={200: FleetNoticeOut})
     def post(self, request, notice_id: int):
-        notice = fleet.fleet_notice_acknowledge(tenant=_tenant_of(request), notice_id=notice_id)
+        notice = fleet.fleet_notice_acknowledge(tenant=_tenant_of(request), notice_id=notice_id,
+                                                actor=f"token:{request.auth.pk}")
         return Response(FleetNoticeOut(notice).data)
 
 

@@ -288,7 +288,9 @@ class ArchiveDeletion(models.Model):
 
 class FleetCopyNotice(models.Model):
     """A copy held by another agent: that agent is told to forget it and tracked until it acknowledges.
-    Unacknowledged past its deadline it is a gap, never ignored."""
+    Unacknowledged past its deadline it is a gap, never ignored. The acknowledgement is signed as a follow-up
+    tombstone (`closing_tombstone_id`) that closes the `fleet_copy:N` item of the forget's tombstone; until it
+    has one the notice is open (`memory.services.fleet`)."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     artifact_id = models.BigIntegerField()
@@ -299,11 +301,12 @@ class FleetCopyNotice(models.Model):
     notified_at = models.DateTimeField()
     deadline = models.DateTimeField()
     acknowledged_at = models.DateTimeField(null=True, blank=True)
+    closing_tombstone_id = models.UUIDField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["forget_event", "artifact_id"], name="fleet_notice_unique")]
         indexes = [models.Index(fields=["holder", "deadline"], name="fleet_notice_open_idx",
-                                condition=Q(acknowledged_at__isnull=True))]
+                                condition=Q(closing_tombstone_id__isnull=True))]
 
 
 class SweepKind(models.TextChoices):
@@ -311,6 +314,7 @@ class SweepKind(models.TextChoices):
     PACT_EXPIRY = "pact_expiry"
     DEFERRED_ERASURES = "deferred_erasures"
     CONFIRMATIONS = "confirmations"
+    SALTS_SHREDDING = "salts_shredding"
 
 
 class SweepStatus(models.TextChoices):

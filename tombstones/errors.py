@@ -6,6 +6,8 @@
 - `tombstone_conflict` (409): a tombstone with this id exists with another statement.
 - `tenant_not_found` (400): a tombstone to issue names a tenant that does not exist; nothing is stored.
 - `tombstone_not_found` (404), `key_not_found` (404).
+- `salts_destroyed` (410): a receipt with salts was asked for a tombstone whose salts are no longer kept
+  (the subject's notice carried them, then they were destroyed; or no subject request asked for the forget).
 - `invalid_parameter` (400): a query parameter is missing or not what it should be; `extra.parameter`.
 - `tree_size_out_of_range` (400): a proof was asked for a tree the log has not reached.
 - `signing_key_unavailable` (503): the private key cannot be decrypted (wrong `LEDGER_SIGNING_PASSPHRASE`).

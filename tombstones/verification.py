@@ -18,6 +18,7 @@ from .dsse import pae
 from .jwk import PURPOSE_CHECKPOINT, PURPOSE_TOMBSTONE, PublicKey, format_time
 from .note import Checkpoint, NoteError, checkpoint_parse, checkpoint_signer
 from .receipt import Malformed, Receipt, hashes_parse, receipt_parse
+from .vocabulary import is_authority, is_path
 
 GENUINE = "genuine"
 # Stable codes, in the order they are checked: the first one that fails is the verdict.
@@ -81,7 +82,11 @@ class Report:
 
 
 def statement_summary(statement: dict, *, keyid: str) -> dict:
-    """What a tombstone says, as counts, kinds, dates and authority: never ids, content or free text."""
+    """What a tombstone says, as counts, kinds, dates and authority: never ids, content or free text.
+
+    The authority and path are words of `tombstones.vocabulary` in a version 2 statement (the issuer refuses
+    anything else); a version 1 statement, signed before, may carry free text there: it is shown only when it
+    is such a word (the signed statement itself is unchanged and still verifies)."""
     def part(name: str) -> dict:
         value = statement.get(name)
         return value if isinstance(value, dict) else {}
@@ -96,8 +101,9 @@ def statement_summary(statement: dict, *, keyid: str) -> dict:
     return {
         "tombstone_id": statement.get("tombstone_id"),
         "time": statement.get("time"),
-        "authority": part("request").get("authority"),
-        "request_path": part("request").get("path"),
+        "version": statement.get("version"),
+        "authority": _word(part("request").get("authority"), is_authority),
+        "request_path": _word(part("request").get("path"), is_path),
         "mode": part("execution").get("mode"),
         "target_kind": sorted(target) if isinstance(target, dict) else [],
         "records": len(records),
@@ -112,6 +118,13 @@ def statement_summary(statement: dict, *, keyid: str) -> dict:
         "key_id": keyid,
         "log_origin": statement.get("log_origin"),
     }
+
+
+def _word(value: Any, known) -> str | None:
+    """A statement's authority or path as the page may show it: a word of the vocabulary, or nothing."""
+    if value is None or known(value):
+        return value
+    return "(not shown: free text of a version 1 statement)"
 
 
 def _deferred_names(item: dict) -> list:

@@ -94,8 +94,10 @@ def conflict_override(*, conflict: RetentionConflict, actor: str, justification:
             result = records_forget(
                 tenant=conflict.tenant, target=ForgetTarget(record_ids=(record.pk,)), mode=ForgetMode.HARD,
                 actor=f"request:{conflict.request_id}", path="legal_override", derivatives_mode=ForgetMode.HARD,
-                reason=f"override by {actor}: {justification.strip()}", authority="legal override of "
-                f"{conflict.authority}",
+                reason=f"override by {actor} of {conflict.authority}: {justification.strip()}",
+                # The tombstone cites legal's decision by the conflict's id: who decided, the blocking rule's
+                # wording and the justification stay in the tenant's records.
+                authority=f"retention_conflict:{conflict.pk}", salts_for_receipt=True,
             )
             RequestItem.objects.filter(request=conflict.request, kind=ItemKind.RECORD, object_id=record.pk).update(
                 decision=ItemDecision.ERASE, outcome=ItemOutcome.DELETED, forget_event_id=result.event.pk,

@@ -11,7 +11,8 @@ Each batch, per request: one hard forget through the one guarded path (its tombs
 `propagation.closes`, the first tombstone of each record and the deferred item it closes), the items
 updated (outcome deleted, the new forget event and tombstone), the conflicts settled, a history row, and a
 notice to the subject written in the same transaction (an outbox) and sent after commit. A notice whose
-sending a crash interrupted is sent by the next batch.
+sending a crash interrupted is sent by the next batch. Once it is sent, the salts its receipt carried are
+destroyed (`dsr.services.notify.receipt_as_kept`, `salts_destroy`), in the transaction that marks it sent.
 
 Records a *restriction* request hides (GDPR Art. 18) are kept on purpose: neither this sweep nor
 compaction touches them (`records_restricted`).
@@ -38,7 +39,7 @@ from dsr.models import (
     SubjectNotice,
     SubjectRequest,
 )
-from dsr.services.notify import RIGHTS, _send
+from dsr.services.notify import RIGHTS, _send, receipt_as_kept
 from dsr.services.states import history_add
 from dsr.services.workflow import _authority
 from memory.models import ForgetMode, Record
@@ -114,7 +115,7 @@ def _request_erase(request: SubjectRequest, items: list[tuple], *, now: datetime
         forget = records_forget(
             tenant=request.tenant, target=ForgetTarget(record_ids=tuple(sorted(present))), mode=ForgetMode.HARD,
             derivatives_mode=ForgetMode.HARD, actor=f"request:{request.pk}", path="deferred_erasure",
-            authority=_authority(request),
+            authority=_authority(request), salts_for_receipt=True,  # the notice's receipt carries them
             reason=f"{request.get_regulation_display()} {request.get_type_display()} request {request.pk}: "
                    f"deferred erasure, the retention lock ended",
             closes=[{"tombstone_id": tombstone_id, "handle": event_id, "action": "erase",
@@ -166,7 +167,7 @@ def _notice_write(request: SubjectRequest, items: list[tuple], *, erased: set[in
                      + ("erased" if record_id in erased else "already erased by another process"))
     receipt = {"request": request.pk, "receipts": []}
     if tombstone_id:
-        receipt["receipts"].append(receipt_build(tombstone_id=tombstone_id))
+        receipt["receipts"].append(receipt_build(tombstone_id=tombstone_id, destroyed_salts_ok=True))
         firsts = sorted({str(i[4]) for i in items if i[4] and i[2] in erased})
         lines += ["", "Proof: the erasure left a signed tombstone, which also closes the deferred items of the "
                   "tombstone(s) you received before. Check it yourself, without an account, at:",
@@ -184,7 +185,10 @@ def _notice_write(request: SubjectRequest, items: list[tuple], *, erased: set[in
 
 def deferred_notices_deliver(*, notice_ids: list[int] | None = None) -> int:
     """Send the deferred-erasure notices not sent yet (these, or all of them): each under its row lock, then
-    marked sent. A crash between the two sends it again: a subject told twice rather than never."""
+    marked sent and its salts destroyed. A crash between the two sends it again: a subject told twice rather
+    than never."""
+    from tombstones.services import salts_destroy
+
     pending = SubjectNotice.objects.filter(kind__startswith="deferred-", sent_at__isnull=True)
     if notice_ids is not None:
         pending = pending.filter(pk__in=notice_ids)
@@ -196,7 +200,10 @@ def deferred_notices_deliver(*, notice_ids: list[int] | None = None) -> int:
             if notice is None:
                 continue
             _send(notice.request, notice)
-            SubjectNotice.objects.filter(pk=notice.pk).update(sent_at=timezone.now())
+            now = timezone.now()
+            receipt, tombstone_ids = receipt_as_kept(notice.receipt, sent_at=now)
+            SubjectNotice.objects.filter(pk=notice.pk).update(sent_at=now, receipt=receipt)
+            salts_destroy(tombstone_ids=tombstone_ids)
             sent += 1
     return sent
 

@@ -1,7 +1,10 @@
 """Telling the subject: what was erased, what was kept and why (GDPR Art. 12(4)), with their receipts,
 the link to the public verification page, and the recipients of their data (Art. 19).
 
-The notice is stored with what it said, and marked sent once the mail backend took it.
+The notice is stored with what it said, and marked sent once the mail backend took it. Once sent, the salts
+its receipt carried are destroyed (crypto-shredding, DESIGN.md invariant 6): the tombstones' (`salts_destroy`)
+and the stored notice's copy (`receipt_as_kept`), in the transaction that marks it sent. The subject's receipt
+is then the only copy; a request with no address on file gets its notice kept on record without them.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ def step_notify(*, request_id: int):
     twice rather than never. A mail the backend refuses leaves that request un-notified (its notice is not
     stored) and the others go on; the message's own request raises after the commit, as before."""
     from dsr.services.workflow import NOTIFY, StepResult, WORKFLOW, found_done, group_claim
+    from tombstones.services import salts_destroy
 
     if (done := found_done(request_id=request_id, step=NOTIFY)) is not None:
         return done
@@ -54,6 +58,7 @@ def step_notify(*, request_id: int):
         composed = _notices_compose([r for r in group if not any(sent is None for _, sent in earlier[r.pk])],
                                     earlier=earlier, sent_at=now)
         notified, notes, stored = [], {}, []
+        sent_tombstones: list[str] = []
         for request in group:
             unsent = next((pk for pk, sent_at in earlier[request.pk] if sent_at is None), None)
             # An outbox row left by an earlier version of this step is sent as written; otherwise the notice
@@ -68,14 +73,18 @@ def step_notify(*, request_id: int):
                 if request is own:
                     failed = exc
                 continue
+            notice.receipt, tombstone_ids = receipt_as_kept(notice.receipt, sent_at=now)
+            sent_tombstones += tombstone_ids
             if unsent is not None:
-                SubjectNotice.objects.filter(pk=notice.pk).update(sent_at=now)
+                SubjectNotice.objects.filter(pk=notice.pk).update(sent_at=now, receipt=notice.receipt)
             else:
                 stored.append(notice)
             notified.append(request)
             notes[request.pk] = ("outcome sent to the subject" if notice.to
-                                 else "no address on file: outcome kept on record")
+                                 else "no address on file: outcome kept on record") + (
+                f"; the salts of its {len(tombstone_ids)} tombstones destroyed" if tombstone_ids else "")
         _notices_store(stored)
+        salts_destroy(tombstone_ids=sent_tombstones)
         SubjectRequest.objects.filter(pk__in=[r.pk for r in notified]).update(notified_at=now)
         histories_add(requests=notified, action="subject_notified", actor=WORKFLOW, notes=notes)
     if failed is not None:
@@ -119,6 +128,18 @@ def _jsonb_text(document) -> str | None:
         return orjson.dumps(document).decode()
     except TypeError:  # orjson.JSONEncodeError
         return json.dumps(document)
+
+
+def receipt_as_kept(receipt: dict | None, *, sent_at) -> tuple[dict | None, list[str]]:
+    """A notice's receipt as it is kept once sent, and the tombstones whose receipts it carried (their salts are
+    to be destroyed). Kept: everything the subject was sent (envelopes, proofs, checkpoints) but the salts, and
+    when they were destroyed. An access request's export and a receipt kept so before are left as they are."""
+    if not isinstance(receipt, dict) or not isinstance(receipt.get("receipts"), list) or "salts_destroyed_at" in receipt:
+        return receipt, []
+    receipts = [{key: value for key, value in item.items() if key != "salts"} if isinstance(item, dict) else item
+                for item in receipt["receipts"]]
+    tombstone_ids = [item["tombstone_id"] for item in receipts if isinstance(item, dict) and item.get("tombstone_id")]
+    return {**receipt, "receipts": receipts, "salts_destroyed_at": sent_at.isoformat()}, tombstone_ids
 
 
 def _send(request: SubjectRequest, notice: SubjectNotice) -> None:
@@ -182,7 +203,9 @@ def _notices_compose(requests: list[SubjectRequest], *, earlier: dict[int, list]
         items[item.request_id].append(item)
     tombstones = {r.pk: sorted({str(i.tombstone_id) for i in items[r.pk] if i.tombstone_id})
                   for r in requests if r.type != RequestType.ACCESS}
-    receipts = receipts_build(tombstone_ids=[t for ids in tombstones.values() for t in ids])
+    # A later notice of a request (after legal's decision) carries again the tombstones of the first, whose
+    # salts the subject received then and that we destroyed: their receipts come without.
+    receipts = receipts_build(tombstone_ids=[t for ids in tombstones.values() for t in ids], destroyed_salts_ok=True)
     recipients = _recipients(items)
     return {request.pk: _notice_compose(request, items[request.pk], earlier=len(earlier[request.pk]), sent_at=sent_at,
                                         receipts=receipts, recipients=recipients)
@@ -212,7 +235,11 @@ def _notice_compose(request: SubjectRequest, items: list[RequestItem], *, earlie
         lines += ["", "Proof: each erasure left a signed tombstone. You can check them yourself, without an account, at:"]
         lines += [f"  {settings.LEDGER_PUBLIC_URL.rstrip('/')}/verify/?id={t}" for t in tombstone_ids]
         lines += ["The attached receipt holds the signed tombstones, their proofs of inclusion in our public log, and "
-                  "the salts that let you show that a piece of your data was among what was erased. Keep it."]
+                  "the salts that let you show that a piece of your data was among what was erased. Keep it: we "
+                  "destroy our copy of the salts once it is sent, so that nobody can link our public tombstones "
+                  "to your data, and this receipt is then the only one."]
+        if earlier:
+            lines += ["(The salts of the tombstones we sent you before are in that earlier receipt.)"]
     return SubjectNotice(
         request=request, kind="outcome" if not earlier else f"outcome-{earlier + 1}", to=request.contact_email,
         subject_line=f"Your {request.get_type_display().lower()} request {request.pk}: "

@@ -708,7 +708,8 @@ def _execute_forgets(work: list[tuple[SubjectRequest, list[_PendingItem]]]) -> N
                     target=ForgetTarget(record_ids=tuple(acted)), mode=_MODE[decision],
                     derivatives_mode=ForgetMode.SOFT if restrict else ForgetMode.HARD, actor=f"request:{request.pk}",
                     reason=f"{request.get_regulation_display()} {request.get_type_display()} request {request.pk}",
-                    authority=_authority(request), path="erasure_workflow"))
+                    authority=_authority(request), path="erasure_workflow",
+                    salts_for_receipt=True))  # the notice's receipt carries them (dsr.services.notify)
     results = iter(records_forget_many(tenant=work[0][0].tenant, orders=orders) if orders else ())
     for by_id, present in applies:
         for record_id in set(by_id) - present:

@@ -1,7 +1,11 @@
 """Confirming an erasure: an acknowledgement is intent until every read path and every derivative has
-been probed and found empty (DESIGN.md invariant 5). Only then is `erasure_pending` cleared."""
+been probed and found empty (DESIGN.md invariant 5). Only then is `erasure_pending` cleared.
+
+A copy held by another agent counts as handled only through the signed tombstone that closes its deferred
+item (`memory.services.fleet`): the notice's time alone is a gap (`acknowledgement_unsigned`)."""
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 
@@ -122,12 +126,8 @@ def erasures_confirm(*, tenant: Tenant, events: list[ForgetEvent]) -> list[Confi
     vectors, similar = _similarity_probe(tenant, ids, sorted(sampled), rows)
     artifact_ids = sorted({a for p in probes for items in p.event.artifacts.values() for a in items})
     derivatives = _derivatives_probe(artifact_ids)
-    unacknowledged: dict[int, list[FleetCopyNotice]] = {}
-    for notice in FleetCopyNotice.objects.filter(forget_event_id__any_of=[p.event.pk for p in probes],
-                                                 acknowledged_at__isnull=True).order_by("pk"):
-        unacknowledged.setdefault(notice.forget_event_id, []).append(notice)
+    fleet_gaps, fleet_closed = _fleet_probe([p.event for p in probes])
 
-    now = timezone.now()
     for probe in probes:
         own_sample = set(_with_content(probe.ids, rows))
         # Storage: the content itself must be gone (redacted to nothing, or the row deleted).
@@ -150,11 +150,9 @@ def erasures_confirm(*, tenant: Tenant, events: list[ForgetEvent]) -> list[Confi
                     + [gap for gap in similar if gap["record_id"] in own_sample])
         own_artifacts = {a for items in probe.event.artifacts.values() for a in items}
         probe.found("derivatives", [gap for gap in derivatives if gap["artifact_id"] in own_artifacts])
-        probe.found("fleet_copies", [
-            {"artifact_id": n.artifact_id, "holder": n.holder, "path": "fleet_copies", "gap": "unacknowledged",
-             "deadline": n.deadline.isoformat(), "overdue": n.deadline < now}
-            for n in unacknowledged.get(probe.event.pk, [])
-        ])
+        probe.found("fleet_copies", fleet_gaps.get(probe.event.pk, []))
+        if fleet_closed.get(probe.event.pk):
+            probe.evidence[-1]["closing_tombstones"] = fleet_closed[probe.event.pk]
 
     erased = [probe for probe in probes if not probe.gaps]
     if erased:
@@ -174,6 +172,46 @@ def erasures_confirm(*, tenant: Tenant, events: list[ForgetEvent]) -> list[Confi
             for probe in erased:
                 probe.event.confirmed_at = confirmed[probe.event.pk]
     return [ConfirmResult(event=p.event, erased=not p.gaps, evidence=p.evidence, gaps=p.gaps) for p in probes]
+
+
+def _fleet_probe(events: list[ForgetEvent]) -> tuple[dict[int, list[dict]], dict[int, list[dict]]]:
+    """Per forget event: the gaps of its copies held by other agents, and the tombstones that closed the others.
+
+    A copy is handled when a stored tombstone closes its item: its statement's `propagation.closes` names this
+    forget's tombstone, `acknowledge` and `fleet_copy:N`. The notice's acknowledgement time alone is not enough
+    (`acknowledgement_unsigned`); none at all is `unacknowledged`. One query for the notices, one for the closing
+    tombstones' statements."""
+    from tombstones.models import Tombstone
+
+    notices = list(FleetCopyNotice.objects.filter(forget_event_id__any_of=[e.pk for e in events]).order_by("pk"))
+    if not notices:
+        return {}, {}
+    by_event = {e.pk: e for e in events}
+    payloads = dict(Tombstone.objects.filter(pk__in={n.closing_tombstone_id for n in notices
+                                                     if n.closing_tombstone_id}).values_list("id", "payload"))
+    now = timezone.now()
+    gaps: dict[int, list[dict]] = {}
+    closed: dict[int, list[dict]] = {}
+    for notice in notices:
+        item = f"fleet_copy:{notice.artifact_id}"
+        payload = payloads.get(notice.closing_tombstone_id)
+        if payload is not None and _closes(json.loads(bytes(payload)), by_event[notice.forget_event_id], item):
+            closed.setdefault(notice.forget_event_id, []).append(
+                {"item": item, "tombstone_id": str(notice.closing_tombstone_id)})
+            continue
+        gaps.setdefault(notice.forget_event_id, []).append({
+            "artifact_id": notice.artifact_id, "holder": notice.holder, "path": "fleet_copies",
+            "gap": "acknowledgement_unsigned" if notice.acknowledged_at else "unacknowledged",
+            "deadline": notice.deadline.isoformat(), "overdue": notice.deadline < now,
+        })
+    return gaps, closed
+
+
+def _closes(statement: dict, event: ForgetEvent, item: str) -> bool:
+    """Whether a statement closes this forget's deferred `item` by acknowledgement."""
+    closes = statement.get("propagation", {}).get("closes", [])
+    return any(isinstance(c, dict) and c.get("tombstone_id") == str(event.public_id) and c.get("action") == "acknowledge"
+               and item in (c.get("items") or []) for c in closes if isinstance(closes, list))
 
 
 # Records whose content is still stored are a storage gap already; searching for a sample of them shows

@@ -9,9 +9,19 @@ event), in batches, in the same transaction. Each destructive statement
 repeats the lock condition in its WHERE clause and its row count is checked: if a lock changed between
 the read and the write (a hold placed meanwhile), the whole forget rolls back and is decided again.
 The database trigger (migration memory 0003) is the last line behind all of this.
+
+The tombstone names nothing personal (DESIGN.md invariant 6, `tombstones.vocabulary`): the target as internal
+ids (a scope's id, the subjects' ids) or, for a tag, a salted commitment; the actor as `role:id`; the authority
+from a fixed list or as a reference (`retention_rule:12`); no reason. The forget event, the tenant's private
+audit, keeps the readable target, actor and reason. The records' salts are kept for a receipt only when a
+subject request asked for the forget (`salts_for_receipt`: its notice carries them, then they are destroyed);
+otherwise nobody will get a receipt and they are not kept at all. A redaction empties the row's salt with its
+content: a salt beside a public commitment, its content gone, would let anyone reading the database recover
+the content by guessing.
 """
 from __future__ import annotations
 
+import secrets
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -41,9 +51,12 @@ from memory.models import (
     Tenant,
 )
 from memory.lookups import array_literal, batches, json_rows
+from memory.services.scopes import scope_get
 from memory.services.targets import MAX_TARGET_ITEMS, ForgetTarget
 from retention.locks import class_locks, hold_covered_records
 from retention.models import LegalHold
+from tombstones.verification import commitment_of
+from tombstones.vocabulary import ACTOR_UNSPECIFIED, AUTHORITY_MEMORY_FORGET, PATH_OTHER, is_actor, is_path
 
 # Ids per destructive statement: one statement per batch, well under PostgreSQL's 65,535 and SQLite's
 # 32,766 bound parameters, and large enough that round trips do not dominate.
@@ -131,6 +144,8 @@ class ForgetOrder:
     derivatives_mode: str | None = None
     closes: list[dict] | None = None
     locked: LockedRows | None = None
+    public_actor: str = ""
+    salts_for_receipt: bool = False
 
 
 def records_forget(
@@ -145,6 +160,8 @@ def records_forget(
     derivatives_mode: str | None = None,
     closes: list[dict] | None = None,
     locked: LockedRows | None = None,
+    public_actor: str = "",
+    salts_for_receipt: bool = False,
 ) -> ForgetResult:
     """Decide and perform a forget of the target's records; the only function that destroys records
     (a forget of one target through `records_forget_many`).
@@ -157,9 +174,16 @@ def records_forget(
     signed into the statement as `propagation.closes`.
     `locked`: the target's rows as the caller read them under lock in this transaction (`LockedRows`), so
     that they are not read again; used for the first attempt only.
+    `actor`, `reason`, `path` are kept readable on the forget event (the tenant's audit). The tombstone states
+    `public_actor` (`role:id`, such as `token:12`; by default `actor` when it is in that form already, else a
+    named system actor), the `authority` (a citation or reference from `tombstones.vocabulary`; by default
+    "memory forget") and the path (when it is not in the fixed list, "other"); never the reason.
+    `salts_for_receipt`: a subject request asked for this forget and its notice will carry the records' salts
+    (kept until it is sent); otherwise they are not kept.
     """
     order = ForgetOrder(target=target, mode=mode, actor=actor, reason=reason, authority=authority, path=path,
-                        derivatives_mode=derivatives_mode, closes=closes, locked=locked)
+                        derivatives_mode=derivatives_mode, closes=closes, locked=locked, public_actor=public_actor,
+                        salts_for_receipt=salts_for_receipt)
     return records_forget_many(tenant=tenant, orders=[order])[0]
 
 
@@ -293,6 +317,7 @@ class _Plan:
     status: str = ""
     event: ForgetEvent | None = None
     deferred: list[dict] = field(default_factory=list)
+    public_target: dict = field(default_factory=dict)
 
 
 def _forget_once(*, tenant, orders: list[ForgetOrder], use_locked: bool) -> list[ForgetResult]:
@@ -313,9 +338,10 @@ def _forget_once(*, tenant, orders: list[ForgetOrder], use_locked: bool) -> list
         plan.results = _results(decided, refusals)
         plan.status = (ForgetStatus.REFUSED if rows and not plan.acted
                        else ForgetStatus.PARTIAL if refusals else ForgetStatus.FORGOTTEN)
+        target, plan.public_target = _targets_described(tenant, order.target)
         plan.event = ForgetEvent(
             tenant=tenant, public_id=uuid.uuid4(), actor=order.actor, path=order.path,
-            target=order.target.describe(tenant), mode=order.mode, reason=order.reason, status=plan.status,
+            target=target, mode=order.mode, reason=order.reason, status=plan.status,
             created_at=now, outcomes=_outcomes_by_kind(plan.results, decided=None if refusals else decided),
             artifacts={OUTCOME[order.derivatives_mode]: [a.pk for a in plan.artifacts]} if plan.artifacts else {},
         )
@@ -557,8 +583,9 @@ def _copies_track(*, tenant, plans: list[_Plan], now) -> None:
         notices += [FleetCopyNotice(tenant=tenant, artifact_id=a.pk, holder=a.holder, source_ids=a.sources,
                                     mode=mode, forget_event=event, notified_at=now, deadline=deadline)
                     for a in fleet]
-        plan.deferred = [{"item": f"fleet_copy:{a.pk}", "action": "acknowledge", "holder": a.holder,
-                          "deadline": deadline.isoformat()} for a in fleet]
+        # The holder (an agent's name) stays on the notice: the public item names the copy by its id.
+        plan.deferred = [{"item": f"fleet_copy:{a.pk}", "action": "acknowledge", "deadline": deadline.isoformat()}
+                         for a in fleet]
     ArchiveDeletion.objects.bulk_create(archived, batch_size=BATCH_SIZE)
     FleetCopyNotice.objects.bulk_create(notices, batch_size=BATCH_SIZE)
 
@@ -583,6 +610,30 @@ def _outcomes_by_kind(results: list[dict], *, decided: dict[int, str] | None = N
     return outcomes
 
 
+def _targets_described(tenant: Tenant, target: ForgetTarget) -> tuple[dict, dict]:
+    """The target as the forget event keeps it (the tenant's private audit: the scope path, the tag), and as
+    the public tombstone states it: internal ids, or a salted commitment of the tag (its salt kept on the event
+    beside the tag, so that the tenant can show which tag a tombstone names; alone, the commitment says nothing)."""
+    described = target.describe(tenant)
+    if target.scope is not None:
+        scope_id = str(scope_get(tenant=tenant, path=target.scope).pk)
+        return {**described, "scope_id": scope_id}, {"scope_id": scope_id}
+    if target.tag is not None:
+        salt = secrets.token_hex(16)
+        return {**described, "tag_salt": salt}, {"tag_commitment": commitment_of(target.tag, salt)}
+    return described, described  # record ids, subject ids
+
+
+def _public_actor(order: ForgetOrder) -> str:
+    """Who asked, as the tombstone may say it: `role:id` or a named actor (`tombstones.vocabulary`)."""
+    if order.public_actor:
+        return order.public_actor  # checked by the statement's schema: a wrong one fails the forget
+    if is_actor(order.actor):
+        return order.actor
+    named = f"system:{order.path}"
+    return named if is_actor(named) else ACTOR_UNSPECIFIED
+
+
 def _tombstone_issue(*, tenant, plans: list[_Plan], now) -> None:
     """One signed tombstone per target, all issued by one `tombstones_issue_many` (one lock of the log)."""
     from tombstones.services import TombstoneRequest, tombstones_issue_many
@@ -590,8 +641,11 @@ def _tombstone_issue(*, tenant, plans: list[_Plan], now) -> None:
     requests = []
     for plan in plans:
         record_ids = [str(r.pk) for r in plan.rows]  # once, for the statement and the salts
-        salts = (dict(zip(record_ids, [r.salt for r in plan.rows])) if plan.acted is plan.rows
-                 else {str(r.pk): r.salt for r in plan.acted})
+        # Kept only for a subject's receipt; a redacted row's salt is gone already (emptied with its content).
+        salts = None
+        if plan.order.salts_for_receipt:
+            salts = ({record_id: r.salt for record_id, r in zip(record_ids, plan.rows) if r.salt}
+                     if plan.acted is plan.rows else {str(r.pk): r.salt for r in plan.acted if r.salt})
         requests.append(TombstoneRequest(
             tombstone_id=plan.event.public_id, tenant_id=tenant.pk, subject_salts=salts,
             statement=_statement(tenant=tenant, plan=plan, now=now, record_ids=record_ids)))
@@ -619,16 +673,18 @@ def _statement(*, tenant, plan: _Plan, now, record_ids: list[str]) -> dict:
     ]
     closes = plan.order.closes
     derivatives_outcome = OUTCOME[plan.order.derivatives_mode]
+    path = event.path if is_path(event.path) else PATH_OTHER
     return {
-        "request": {"actor": event.actor, "authority": plan.order.authority or event.reason or "memory forget",
-                    "reason": event.reason, "path": event.path},
-        "scope": {"tenant_id": str(tenant.pk), "target": event.target},
+        # Nothing personal (tombstones.vocabulary): the reason and the readable actor stay on the event.
+        "request": {"actor": _public_actor(plan.order), "authority": plan.order.authority or AUTHORITY_MEMORY_FORGET,
+                    "path": path},
+        "scope": {"tenant_id": str(tenant.pk), "target": plan.public_target},
         "execution": {
             # The mode's plain string, not the ForgetMode member callers pass: canonical_json's fast path takes
             # exact JSON types only, and one str subclass sent the whole statement (5,000 records and 10,000
             # artifacts a sweep batch) through its Python walk and json.dumps: ~45 ms of CPU a batch.
             "mode": str(event.mode),
-            "path": event.path,
+            "path": path,
             "handle": str(event.pk),
             "records": [{"record_id": record_id, "commitment": r.commitment, "tier": r.tier, "outcome": outcome}
                         if not refusals or r.pk not in refusals else
@@ -724,7 +780,9 @@ def _records_sql(mode: str, now) -> tuple[str, list]:
                 f'FROM {_PAIRS} WHERE "{_RECORDS}".id = v.id'), []
     if mode == ForgetMode.REDACT:
         where, params = _lock_where(Q(held=False) & (lock_ended(now) | Q(lock_protects_content=False)))
-        return (f'UPDATE "{_RECORDS}" SET content = \'\', redacted_at = %s, '
+        # The salt goes with the content (the guard allows emptying both, migration memory 0012): beside the
+        # public commitment it would let anyone reading the database guess the content back.
+        return (f'UPDATE "{_RECORDS}" SET content = \'\', salt = \'\', redacted_at = %s, '
                 f'forgotten_at = COALESCE("{_RECORDS}".forgotten_at, %s), erasure_pending = true, '
                 f'forget_event_id = v.event_id FROM {_PAIRS} WHERE "{_RECORDS}".id = v.id AND {where}'), params
     # The DELETE's RETURNING feeds the INSERT of the DeletedRecord rows (the 410 answers), so they are
@@ -749,7 +807,7 @@ def _execute_one(*, mode, acted, artifact_ids, derivatives_mode, event, now) -> 
             changed = records.update(forgotten_at=now, erasure_pending=True, forget_event=event)
         elif mode == ForgetMode.REDACT:
             changed = records.filter(Q(held=False) & (lock_ended(now) | Q(lock_protects_content=False))).update(
-                content="", redacted_at=now, forgotten_at=Coalesce("forgotten_at", Value(now)),
+                content="", salt="", redacted_at=now, forgotten_at=Coalesce("forgotten_at", Value(now)),
                 erasure_pending=True, forget_event=event)
         else:
             changed = _records_delete(records.filter(lock_ended(now)), event=event, now=now)

@@ -74,7 +74,8 @@ def confirmations_summary(*, now: datetime) -> dict:
     """What is past its deadline (also logged as a warning)."""
     from dsr.services.deferred import deferred_items_overdue
 
-    fleet = FleetCopyNotice.objects.filter(acknowledged_at__isnull=True, deadline__lt=now)
+    # Open until its acknowledgement is signed (memory.services.fleet): the time alone does not close it.
+    fleet = FleetCopyNotice.objects.filter(closing_tombstone_id__isnull=True, deadline__lt=now)
     hidden = records_erasure_overdue(now=now)
     deferred = deferred_items_overdue(now=now)
     overdue = {

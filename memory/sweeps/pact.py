@@ -94,8 +94,11 @@ def pact_expiry_batch(*, after: int | None = None, now: datetime | None = None,
             forget = records_forget(
                 tenant=tenants[tenant_id], target=ForgetTarget(record_ids=tuple(row.pk for row in locked.rows)),
                 mode=mode, locked=locked,
-                derivatives_mode=ForgetMode.HARD, actor=ACTOR, path="pact_expiry", authority=ttl.authority,
-                reason=f"pact TTL expired: {ttl.days} days (rule {ttl.rule_id})"
+                # The tombstone cites the rule by its id (legal's wording of its authority, which may name a
+                # party to the pact, stays in the signed retention table and in the event's reason).
+                derivatives_mode=ForgetMode.HARD, actor=ACTOR, path="pact_expiry",
+                authority=f"retention_rule:{ttl.rule_id}",
+                reason=f"pact TTL expired: {ttl.days} days (rule {ttl.rule_id}, {ttl.authority})"
                        + ("" if mode == ForgetMode.HARD else "; a longer rule keeps the record's existence, "
                           "so its content is erased and the row is kept until that rule ends"),
             )

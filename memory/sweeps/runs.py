@@ -50,6 +50,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     SweepKind.PACT_EXPIRY: ("memory.sweeps.pact", "pact_expiry"),
     SweepKind.DEFERRED_ERASURES: ("dsr.services.deferred", "deferred_erasures"),
     SweepKind.CONFIRMATIONS: ("memory.sweeps.confirmations", "confirmations"),
+    SweepKind.SALTS_SHREDDING: ("dsr.services.salts", "salts_shredding"),
 }
 
 

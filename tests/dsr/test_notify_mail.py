@@ -54,13 +54,17 @@ def test_the_mail_carries_the_receipts_as_json_dumps_wrote_them_and_the_notice_t
     notice = SubjectNotice.objects.get(request=request)
     items = list(RequestItem.objects.filter(request=request).order_by("pk"))
     tombstones = sorted({str(i.tombstone_id) for i in items if i.tombstone_id})
-    receipts = receipts_build(tombstone_ids=tombstones)  # the checkpoint the notice's receipts were proven against
+    # The checkpoint the notice's receipts were proven against; the salts were destroyed once the mail was sent.
+    receipts = receipts_build(tombstone_ids=tombstones, include_salts=False)
     expected = {"request": request.pk, "receipts": [receipts[t] for t in tombstones]}
     assert len(tombstones) == 2 and "\u2014" in expected["receipts"][0]["checkpoint"]
     (name, text, mimetype), = mail.attachments
     assert (name, mimetype) == (f"receipt-request-{request.pk}.json", "application/json")
-    assert text == json.dumps(expected, indent=2)
-    assert notice.receipt == expected
+    sent = json.loads(text)
+    assert text == json.dumps(sent, indent=2)
+    salts = [r.pop("salts") for r in sent["receipts"]]
+    assert sent == expected and all(salts)
+    assert notice.receipt == {**expected, "salts_destroyed_at": notice.sent_at.isoformat()}
     recomposed = notify._notice_compose(request, items, earlier=0, sent_at=notice.sent_at, receipts=receipts,
                                         recipients=notify._recipients({request.pk: items}))
     assert (recomposed.subject_line, recomposed.body, recomposed.to) == (notice.subject_line, notice.body, notice.to)

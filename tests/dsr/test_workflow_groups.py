@@ -1,6 +1,7 @@
 """The workflow's steps run for a group of requests at once (dsr/services/workflow.py): each request still
 gets its own forgets, tombstones, receipts and notice; a request another transaction holds is skipped; a
 crash rolls the group's step back; one request's failure does not spoil the others."""
+import json
 import psycopg
 import pytest
 from django.conf import settings
@@ -17,7 +18,7 @@ from memory.services import records_refusals
 from retention.services import hold_place
 from tests.dsr.test_workflow_steps import run_to_end
 from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
-from tombstones.models import Tombstone
+from tombstones.models import Tombstone, TombstoneSalts
 from tombstones.services import tombstone_verify
 from tombstones.verification import GENUINE
 
@@ -55,11 +56,16 @@ def assert_done_on_its_own(scenario, request: SubjectRequest, mailoutbox) -> Non
     assert sorted(r["tombstone_id"] for r in notice.receipt["receipts"]) == sorted(tombstones)
     for receipt in notice.receipt["receipts"]:
         assert tombstone_verify(document=receipt).code == GENUINE
-    for record in scenario.free:  # the subject's salts prove their own content is covered
-        receipt = next(r for r in notice.receipt["receipts"] if str(record.pk) in r["salts"])
+    mail = [m for m in mailoutbox if f"request {request.pk}," in m.body][0]
+    mailed = json.loads(mail.attachments[0][1])
+    for record in scenario.free:  # the subject's salts, in the receipt mailed, prove their own content is covered
+        receipt = next(r for r in mailed["receipts"] if str(record.pk) in r["salts"])
         report = tombstone_verify(document=receipt, content=record.content, salt=receipt["salts"][str(record.pk)])
         assert report.coverage.covered
-    assert [m for m in mailoutbox if f"request {request.pk}," in m.body][0].to == ["subject@example.org"]
+    # and we kept no copy of them: neither in the notice nor beside the tombstones
+    assert all("salts" not in r for r in notice.receipt["receipts"])
+    assert not TombstoneSalts.objects.filter(tombstone_id__in=tombstones).exists()
+    assert mail.to == ["subject@example.org"]
     assert list(request.history.values_list("action", flat=True)) == [
         "workflow_started", "plan", "evaluate", "executed", "confirm", "subject_notified"]
     assert not Record.objects.filter(subject__ref=scenario.free[0].subject.ref, forgotten_at__isnull=True).exists()

@@ -356,7 +356,8 @@ def test_the_statement_holds_only_exact_json_types_for_the_canonical_fast_path(t
 def test_each_record_is_named_once_with_its_outcome_in_the_answer_event_statement_and_salts(tenant, chat, ledger_class):
     """The answer's results, the event's outcomes, the statement's records and the stored salts are built from one
     pass over the decisions (forget.py's fast paths for forgets with nothing refused): each must still name every
-    record once, in id order, with its own outcome; a refused record keeps its reason and gets no salt."""
+    record once, in id order, with its own outcome; a refused record keeps its reason and gets no salt, nor does
+    a redacted one (its salt went with its content)."""
     from tests.memory.sweep_fixtures import statement_of
     from tombstones.models import TombstoneSalts
 
@@ -368,7 +369,8 @@ def test_each_record_is_named_once_with_its_outcome_in_the_answer_event_statemen
     ids = [r.pk for r in plain]
 
     # When the chat records are hidden (mixed outcomes, nothing refused)
-    soft = records_forget(tenant=tenant, target=ForgetTarget(record_ids=tuple(ids)), mode="soft", actor="t")
+    soft = records_forget(tenant=tenant, target=ForgetTarget(record_ids=tuple(ids)), mode="soft", actor="t",
+                          salts_for_receipt=True)
 
     # Then each is named once with its own outcome, everywhere, in id order
     expected = {ids[0]: "hidden", ids[1]: "redacted", ids[2]: "hidden"}
@@ -381,10 +383,12 @@ def test_each_record_is_named_once_with_its_outcome_in_the_answer_event_statemen
         (str(pk), outcome) for pk, outcome in sorted(expected.items())]
     assert "reason" not in str(statement["execution"]["records"])
     salts = TombstoneSalts.objects.get(tombstone_id=soft.event.public_id).salts
-    assert salts == {str(r.pk): Record.objects.get(pk=r.pk).salt for r in plain}
+    assert salts == {str(r.pk): r.salt for r in plain if r.pk != ids[1]}
+    assert Record.objects.get(pk=ids[1]).salt == ""
 
     # When all four are forgotten hard (the trade refused)
-    hard = records_forget(tenant=tenant, target=ForgetTarget(record_ids=(*ids, trade.pk)), mode="hard", actor="t")
+    hard = records_forget(tenant=tenant, target=ForgetTarget(record_ids=(*ids, trade.pk)), mode="hard", actor="t",
+                          salts_for_receipt=True)
 
     # Then the trade alone is refused with its reason, and has no salt; the others are deleted
     assert [(r["record_id"], r["outcome"]) for r in hard.results] == [(pk, "deleted") for pk in ids] + [
@@ -395,5 +399,5 @@ def test_each_record_is_named_once_with_its_outcome_in_the_answer_event_statemen
     records = statement_of(hard.event)["execution"]["records"]
     assert [(r["record_id"], r["outcome"], r.get("reason")) for r in records] == [
         (str(pk), "deleted", None) for pk in ids] + [(str(trade.pk), "refused", "retention_lock")]
-    assert set(TombstoneSalts.objects.get(tombstone_id=hard.event.public_id).salts) == {str(pk) for pk in ids}
+    assert set(TombstoneSalts.objects.get(tombstone_id=hard.event.public_id).salts) == {str(ids[0]), str(ids[2])}
     assert Record.objects.filter(pk__in=[*ids, trade.pk]).count() == 1  # the trade, kept

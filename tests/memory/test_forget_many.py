@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 
 from config.errors import ApplicationError
-from memory.models import ArchiveDeletion, DeletedRecord, DerivedArtifact, ForgetEvent, Lineage, Record
+from memory.models import ArchiveDeletion, DeletedRecord, DerivedArtifact, ForgetEvent, Lineage, Record, Scope
 from memory.services import ForgetOrder, ForgetTarget, artifact_write, records_forget, records_forget_many
 from memory.services import forget as forget_module
 from retention.services import hold_place
@@ -43,7 +43,7 @@ def subjects(tenant, chat):
 
 
 def test_each_target_gets_its_own_event_and_its_own_tombstone_and_each_verifies(tenant, subjects):
-    results = records_forget_many(tenant=tenant, orders=[order(rs, actor=f"request:{n}")
+    results = records_forget_many(tenant=tenant, orders=[order(rs, actor=f"request:{n}", salts_for_receipt=True)
                                                          for n, rs in enumerate(subjects)])
 
     events = [r.event for r in results]
@@ -219,7 +219,8 @@ def test_targets_of_every_kind_in_one_call_and_the_single_forget_is_one_of_them(
     assert [r["record_id"] for r in first.results] == [r.pk for r in subjects[0]]
     assert [r["record_id"] for r in second.results] == [r.pk for r in subjects[1]]
     assert first.event.target == {"subject_ids": [str(subjects[0][0].subject_id)]}
-    assert second.event.target == {"scope": "user:1"}
+    scope_id = str(Scope.objects.get(tenant=tenant, path="user:1").pk)
+    assert second.event.target == {"scope": "user:1", "scope_id": scope_id}  # the tombstone: the id alone
     assert single.status == "forgotten" and Tombstone.objects.count() == 3
     assert records_forget_many(tenant=tenant, orders=[]) == []
 

@@ -330,3 +330,19 @@ def test_forget_events_cannot_be_deleted_or_rewritten_on_sqlite(conn, ids):
     conn.execute("UPDATE memory_forgetevent SET confirmed_at = '2026-01-02 00:00:00' WHERE id = ?", (event_id,))
     assert "forget_event_permanent" in refused(conn, "UPDATE memory_forgetevent SET confirmed_at = NULL WHERE id = ?",
                                                (event_id,))
+
+
+def test_a_redaction_under_an_existence_only_lock_empties_the_salt_with_the_content(conn, ids):
+    record_id = ids["records"]["retention"]
+    conn.execute("UPDATE memory_record SET content = '', salt = '', redacted_at = datetime('now'), "
+                 "forgotten_at = datetime('now') WHERE id = ?", (record_id,))
+    stored = row(conn, record_id)
+    assert (stored["content"], stored["salt"], stored["commitment"]) == ("", "", "a" * 64)
+
+
+@pytest.mark.parametrize("lock", ["retention", "hold"])
+def test_the_salt_of_a_locked_record_is_never_emptied_while_its_content_stays(conn, ids, lock):
+    record_id = ids["records"][lock]
+    message = refused(conn, "UPDATE memory_record SET salt = '' WHERE id = ?", (record_id,))
+    assert message.startswith(LOCK_PREFIX[lock]) and "salt" in message
+    assert row(conn, record_id)["salt"] == "b" * 32

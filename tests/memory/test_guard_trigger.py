@@ -434,3 +434,22 @@ def test_set_based_delete_takes_lineage_and_tags_but_not_from_locked_records(wor
     raw("DELETE FROM memory_derivedartifact WHERE id IN (SELECT artifact_id FROM memory_lineage WHERE source_id = %s)",
         [locked.pk])
     assert not Lineage.objects.filter(source_id=locked.pk).exists()
+
+
+# --- the salt goes with the content (migration memory 0012) ---------------------------------------
+
+def test_a_redaction_under_an_existence_only_lock_empties_the_salt_with_the_content(world):
+    record = make_record(world, retained_until=SEVEN_YEARS, lock_protects_content=False)
+    raw("UPDATE memory_record SET content = '', salt = '', redacted_at = now(), forgotten_at = now() WHERE id = %s",
+        [record.pk])
+    stored = row(record.pk)
+    assert (stored["content"], stored["salt"], stored["commitment"]) == ("", "", "a" * 64)  # the evidence stays
+
+
+@pytest.mark.parametrize("lock", sorted(LOCKS))
+def test_the_salt_of_a_locked_record_is_never_emptied_while_its_content_stays(world, lock):
+    prefix, lock_fields = LOCKS[lock]
+    record = make_record(world, **lock_fields)
+    message = refused("UPDATE memory_record SET salt = '' WHERE id = %s", [record.pk])
+    assert message.startswith(prefix) and "salt" in message
+    assert row(record.pk)["salt"] == "b" * 32

@@ -29,6 +29,7 @@ from memory.services import forget as forget_module
 from memory.services.forget import LockedRows
 from memory.sweeps import common, compaction, runs, sweep_run_batch, sweep_run_start, sweep_run_sync
 from memory.tasks import sweep_start, sweep_step
+from retention.models import RetentionRule
 from retention.services import hold_place
 from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
 from tests.factories import ContentClassFactory, record, rule
@@ -281,8 +282,11 @@ def test_pact_expiry_forgets_what_the_lock_permits_and_puts_the_rest_on_record(t
     assert waiting["notes"]["code"] == "legal_hold" and waiting["notes"]["records"] == 1
     assert run.report["waiting_records"] == 2
     assert not RetentionConflict.objects.exists()  # the law wins silently
-    authorities = {statement_of(e)["request"]["authority"] for e in ForgetEvent.objects.filter(path="pact_expiry")}
-    assert authorities == {"Customer pact §4.2 (30 days)"}
+    # The tombstones cite the pact rule by its id; its wording stays in the table and on the events' reasons.
+    events = ForgetEvent.objects.filter(path="pact_expiry")
+    pact_rules = RetentionRule.objects.filter(authority="Customer pact §4.2 (30 days)", content_class__in=[notes, invoices])
+    assert {statement_of(e)["request"]["authority"] for e in events} == {f"retention_rule:{r.pk}" for r in pact_rules}
+    assert all("Customer pact §4.2 (30 days)" in e.reason for e in events)
 
 
 # --- pending confirmations ---------------------------------------------------------------------------

@@ -30,12 +30,13 @@ def statement_make(contents: list[str] | None = None, *, outcome: str = "deleted
     records = [{"record_id": record_id, "commitment": commitment_of(content, salt), "tier": "hot", "outcome": outcome}
                for (record_id, salt), content in zip(salts.items(), contents)]
     statement = {
-        "request": {"actor": "operator:7", "authority": authority, "reason": "subject request", "path": "api"},
-        "scope": {"target": {"subject": "subject-42"}},
-        "execution": {"mode": "hard", "records": records, "path": "memory.forget"},
+        "request": {"actor": "user:7", "authority": authority, "path": "api"},
+        "scope": {"target": {"subject_ids": ["42"]}},
+        "execution": {"mode": "hard", "records": records, "path": "api"},
         "propagation": {"derivatives": [{"artifact_id": "77", "kind": "embedding", "outcome": "deleted"},
                                         {"artifact_id": "78", "kind": "summary", "outcome": "deleted"}],
-                        "deferred": [{"item": "archive copy", "deadline": "2026-03-01T00:00:00Z"}]},
+                        "deferred": [{"item": "fleet_copy:79", "action": "acknowledge",
+                                      "deadline": "2026-03-01T00:00:00Z"}]},
         "time": "2025-12-02T10:00:00Z",
     }
     return statement, salts

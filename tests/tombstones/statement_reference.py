@@ -1,5 +1,6 @@
 """The statement checks as they were before they were made faster (commit e368a4c), kept as the oracle
-that `test_statement_checks.py` compares `tombstones.services.statement` with.
+that `test_statement_checks.py` compares `tombstones.services.statement` with; extended, in the same plain
+style, with version 2's checks (nothing personal: `tombstones.vocabulary`).
 
 The tombstone statement: what the caller gives, checked against the schema, completed, canonicalized.
 
@@ -16,8 +17,26 @@ from typing import Any
 from tombstones.canonical import CanonicalizationError, canonical_json
 from tombstones.errors import TombstoneError
 from tombstones.jwk import parse_time
-
-STATEMENT_VERSION = 1
+from tombstones.vocabulary import (
+    ARTIFACT_KINDS,
+    AWAITING,
+    CLOSE_ACTIONS,
+    DEFERRED_ACTIONS,
+    DERIVATIVE_OUTCOMES,
+    MODES,
+    OUTCOMES,
+    REFUSAL_CODES,
+    STATEMENT_VERSION,
+    TIERS,
+    are_items,
+    is_actor,
+    is_authority,
+    is_id,
+    is_item,
+    is_path,
+    is_target,
+    is_uuid,
+)
 CALLER_FIELDS = ("request", "scope", "execution", "propagation", "time")
 ADDED_FIELDS = ("version", "log_origin", "tombstone_id")
 RECORD_FIELDS = {"record_id", "commitment", "tier", "outcome", "reason"}
@@ -66,29 +85,102 @@ def _records(execution: dict) -> list[dict]:
         if not RECORD_REQUIRED <= record.keys() <= RECORD_FIELDS:
             raise _invalid(f"execution.records[{index}]",
                            f"a record has {sorted(RECORD_REQUIRED)} and may have tier and reason")
-        if not isinstance(record["record_id"], str):
-            raise _invalid(f"execution.records[{index}].record_id", "must be a string")
+        if not is_id(record["record_id"]):
+            raise _invalid(f"execution.records[{index}].record_id", "must be a record id (a string of digits)")
         commitment = record["commitment"]
         if not isinstance(commitment, str) or not HEX64.fullmatch(commitment):
             raise _invalid(f"execution.records[{index}].commitment", "must be a lowercase hex SHA-256")
+        if not _word(record["outcome"], OUTCOMES):
+            raise _invalid(f"execution.records[{index}].outcome", "an outcome")
+        if "tier" in record and not _word(record["tier"], TIERS):
+            raise _invalid(f"execution.records[{index}].tier", "a tier")
+        if "reason" in record and not _word(record["reason"], REFUSAL_CODES):
+            raise _invalid(f"execution.records[{index}].reason", "a refusal code")
     return records
+
+
+def _word(value, words) -> bool:
+    return isinstance(value, str) and value in words
+
+
+def _fields(value: dict, allowed: set, field: str) -> None:
+    for key in sorted(value, key=str):
+        if key not in allowed:
+            raise _invalid(f"{field}.{key}", "is not a field of the statement")
+
+
+def _request(request: dict) -> None:
+    if not is_authority(request.get("authority")):
+        raise _invalid("request.authority", "an authority from the list")
+    if not is_actor(request.get("actor")):
+        raise _invalid("request.actor", "role:id")
+    if not is_path(request.get("path")):
+        raise _invalid("request.path", "a path")
+    _fields(request, {"actor", "authority", "path"}, "request")
+
+
+def _scope(scope: dict) -> None:
+    if "tenant_id" in scope and not is_id(scope["tenant_id"]):
+        raise _invalid("scope.tenant_id", "an id")
+    if not is_target(scope.get("target")):
+        raise _invalid("scope.target", "ids or a commitment")
+    _fields(scope, {"tenant_id", "target"}, "scope")
+
+
+def _execution(execution: dict) -> None:
+    if not _word(execution.get("mode"), MODES):
+        raise _invalid("execution.mode", "a mode")
+    if not is_path(execution.get("path")):
+        raise _invalid("execution.path", "a path")
+    if "handle" in execution and not is_id(execution["handle"]):
+        raise _invalid("execution.handle", "an id")
+    _fields(execution, {"mode", "path", "handle", "records"}, "execution")
 
 
 def _propagation(propagation: dict) -> None:
     for index, item in enumerate(_list(propagation.get("derivatives", []), "propagation.derivatives")):
         if type(item) is not dict:
             _dict(item, f"propagation.derivatives[{index}]")
-        if not isinstance(item.get("artifact_id"), str):
-            raise _invalid(f"propagation.derivatives[{index}].artifact_id", "must be a string")
+        if not is_id(item.get("artifact_id")):
+            raise _invalid(f"propagation.derivatives[{index}].artifact_id", "must be an id")
+        if not _word(item.get("kind"), ARTIFACT_KINDS):
+            raise _invalid(f"propagation.derivatives[{index}].kind", "a kind")
+        if not _word(item.get("outcome"), DERIVATIVE_OUTCOMES):
+            raise _invalid(f"propagation.derivatives[{index}].outcome", "an outcome")
+        _fields(item, {"artifact_id", "kind", "outcome"}, f"propagation.derivatives[{index}]")
     for index, item in enumerate(_list(propagation.get("deferred", []), "propagation.deferred")):
         if type(item) is not dict:
             _dict(item, f"propagation.deferred[{index}]")
         # An item waiting on an event with no date (a legal hold's release) names it instead of a deadline.
         deadline = item.get("deadline")
-        if deadline is None and isinstance(item.get("awaiting"), str):
-            continue
-        if not _is_time(deadline):
+        if deadline is None and "awaiting" in item:
+            if not _word(item["awaiting"], AWAITING):
+                raise _invalid(f"propagation.deferred[{index}].awaiting", "an event")
+        elif not _is_time(deadline):
             raise _time_invalid(f"propagation.deferred[{index}].deadline")
+        elif "awaiting" in item:
+            raise _invalid(f"propagation.deferred[{index}].awaiting", "no deadline")
+        if "items" in item:
+            if "item" in item or not are_items(item["items"]):
+                raise _invalid(f"propagation.deferred[{index}].items", "names")
+        elif not is_item(item.get("item")):
+            raise _invalid(f"propagation.deferred[{index}].item", "a name")
+        if not _word(item.get("action"), DEFERRED_ACTIONS):
+            raise _invalid(f"propagation.deferred[{index}].action", "an action")
+        _fields(item, {"item", "items", "action", "deadline", "awaiting"}, f"propagation.deferred[{index}]")
+    for index, item in enumerate(_list(propagation.get("closes", []), "propagation.closes")):
+        if type(item) is not dict:
+            _dict(item, f"propagation.closes[{index}]")
+        if not is_uuid(item.get("tombstone_id")):
+            raise _invalid(f"propagation.closes[{index}].tombstone_id", "a tombstone id")
+        if "handle" in item and not is_id(item["handle"]):
+            raise _invalid(f"propagation.closes[{index}].handle", "an id")
+        if not _word(item.get("action"), CLOSE_ACTIONS):
+            raise _invalid(f"propagation.closes[{index}].action", "an action")
+        if not are_items(item.get("items")):
+            raise _invalid(f"propagation.closes[{index}].items", "names")
+        _fields(item, {"tombstone_id", "handle", "action", "items"}, f"propagation.closes[{index}]")
+    _fields(propagation, {"derivatives", "deferred", "closes"}, "propagation")
 
 
 def _is_time(value: Any) -> bool:
@@ -112,10 +204,10 @@ def statement_complete(*, tombstone_id: uuid.UUID, statement: Any, log_origin: s
             _dict(statement.get(name), name)
     if not _is_time(statement.get("time")):
         raise _time_invalid("time")
-    authority = statement["request"].get("authority")
-    if not isinstance(authority, str) or not authority:
-        raise _invalid("request.authority", "say on what authority (GDPR Art. 17, a pact clause, a sweep...)")
+    _request(statement["request"])
+    _scope(statement["scope"])
     records = _records(statement["execution"])
+    _execution(statement["execution"])
     _propagation(statement["propagation"])
     added = {"version": STATEMENT_VERSION, "log_origin": log_origin, "tombstone_id": str(tombstone_id)}
     if not statement.keys().isdisjoint(ADDED_FIELDS):

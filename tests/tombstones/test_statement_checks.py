@@ -244,22 +244,36 @@ def test_a_typical_statement_is_canonicalized_without_a_second_walk_or_search(mo
     monkeypatch.setattr(fast, "_no_forbidden_keys", walked_again)
     monkeypatch.setattr(fast, "FORBIDDEN_MARKS", ())  # the search would find nothing, but it must not matter
     statement, _ = statement_make()
-    statement["request"]["reason"] = "the content of a salt"  # words, not keys
     payload, records = fast.statement_payload(tombstone_id=TOMBSTONE_ID, statement=statement, log_origin=ORIGIN)
     complete, _ = reference.statement_complete(tombstone_id=TOMBSTONE_ID, statement=statement, log_origin=ORIGIN)
     assert payload == rfc8785.dumps(complete) and records == statement["execution"]["records"]
 
 
 @pytest.mark.parametrize("path, value, plain", [
-    (("request", "count"), 1.5, False), (("scope", "target", "subject"), uuid.UUID(int=7), False),
-    (("execution", "records", 0, "tier"), ("hot",), False), (("propagation", "deferred", 0, "note"), OrderedDict(a="b"), False),
-    (("execution", "mode"), 2**60, False), (("execution", "records", 0, "reason"), None, True),
-    (("request", "reason"), "\ud800", True),  # a str: orjson refuses it, and canonicalization's walk names it
+    (("execution", "records", 0, "tier"), _Text("hot"), False), (("request", "path"), _Text("api"), False),
+    (("propagation", "deferred", 0), OrderedDict(item="fleet_copy:79", action="acknowledge",
+                                                 deadline="2026-03-01T00:00:00Z"), False),
+    (("scope", "target"), OrderedDict(record_ids=["1000"]), False), (("scope", "target", "subject_ids"), ["42"], True),
 ])
 def test_anything_but_plain_json_leaves_the_one_pass_path(path, value, plain):
-    """Floats, UUIDs, tuples, dict subclasses, large integers, lone surrogates: the one-pass path must hand them to
-    canonicalization's walk, which refuses or serializes them as it always did."""
+    """str and dict subclasses, where the schema takes their value: the one-pass path must hand them to
+    canonicalization's walk, which serializes them as it always did."""
     statement, _ = statement_make()
     statement = _mutate(statement, path, False, value)
     assert fast._complete(TOMBSTONE_ID, copy.deepcopy(statement), ORIGIN)[2] is plain
     assert _payload_outcome(fast, statement) == _payload_outcome(reference, statement)
+
+
+@pytest.mark.parametrize("path, value", [
+    (("request", "count"), 1.5), (("scope", "target", "subject"), uuid.UUID(int=7)),
+    (("execution", "records", 0, "tier"), ("hot",)), (("propagation", "deferred", 0, "note"), OrderedDict(a="b")),
+    (("execution", "mode"), 2**60), (("execution", "records", 0, "reason"), None),
+    (("request", "reason"), "\ud800"),
+])
+def test_values_outside_the_schema_are_refused_as_before(path, value):
+    """Floats, UUIDs, tuples, unknown fields, large integers, lone surrogates: refused by the schema's checks,
+    naming the same field as the reference checks."""
+    statement, _ = statement_make()
+    statement = _mutate(statement, path, False, value)
+    outcome = _payload_outcome(fast, statement)
+    assert outcome[:2] == ("refused", "statement_invalid") and outcome == _payload_outcome(reference, statement)

@@ -3,7 +3,7 @@ its first destructive statement) and `receipt_build` (for the data subject)."""
 from .issue import IssuedTombstone, TombstoneRequest, tombstone_issue, tombstones_issue_many
 from .keys import key_current, key_mark_compromised, key_rotate, keys_ensure, passphrase_get
 from .log import checkpoint_sign, log_append, log_lock
-from .receipts import receipt_build, receipt_complete, receipts_build, tombstone_verify
+from .receipts import receipt_build, receipt_complete, receipts_build, salts_destroy, tombstone_verify
 
 __all__ = [
     "IssuedTombstone",
@@ -19,6 +19,7 @@ __all__ = [
     "receipt_build",
     "receipt_complete",
     "receipts_build",
+    "salts_destroy",
     "tombstone_issue",
     "tombstone_verify",
     "tombstones_issue_many",

@@ -1,4 +1,10 @@
-"""Receipts (what the subject keeps) and the server's verification of one."""
+"""Receipts (what the subject keeps) and the server's verification of one.
+
+The salts in a receipt are the records' commitment salts, kept (`TombstoneSalts`) only until the subject's
+notice carries them, then destroyed (`salts_destroy`, crypto-shredding: DESIGN.md invariant 6); a forget that
+no subject request asked for never keeps them. A receipt asked for afterwards, with its salts, is refused
+(`salts_destroyed`): the subject's own receipt is the only copy.
+"""
 from __future__ import annotations
 
 import json
@@ -15,24 +21,32 @@ from ..verification import REASONS, Report, verify_receipt
 from .log import checkpoint_sign
 
 
-def receipt_build(*, tombstone_id: uuid.UUID | str, include_salts: bool = True) -> dict:
+def receipt_build(*, tombstone_id: uuid.UUID | str, include_salts: bool = True,
+                  destroyed_salts_ok: bool = False) -> dict:
     """The receipt: the envelope, its inclusion proof, the checkpoint it is proven against, the salts.
 
     The checkpoint is the earliest one that covers the tombstone (a new one is signed if none does yet),
     so that the receipt proves as early a logging time as the log can. `receipts_build` of one tombstone.
     """
-    receipts = receipts_build(tombstone_ids=[tombstone_id], include_salts=include_salts)
+    receipts = receipts_build(tombstone_ids=[tombstone_id], include_salts=include_salts,
+                              destroyed_salts_ok=destroyed_salts_ok)
     (receipt,) = receipts.values()
     return receipt
 
 
-def receipts_build(*, tombstone_ids: list[uuid.UUID | str], include_salts: bool = True) -> dict[str, dict]:
+def receipts_build(*, tombstone_ids: list[uuid.UUID | str], include_salts: bool = True,
+                   destroyed_salts_ok: bool = False) -> dict[str, dict]:
     """`receipt_build` for many tombstones at once (a notice that carries several, a batch of notices):
     {tombstone id: receipt}, each the same document `receipt_build` makes, all proven against ONE checkpoint,
     the earliest that covers every one of them (signed if none does yet), with one query per table: the
     tombstones and their keys, the checkpoint, the proofs' nodes, the salts. One checkpoint for the lot
     instead of one per tombstone is what makes a batch cheap; a receipt's proof is as good against any
-    checkpoint that covers its tombstone."""
+    checkpoint that covers its tombstone.
+
+    With `include_salts`, a tombstone that covered records (an outcome other than refused) but whose salts are
+    not kept (destroyed once the subject's notice carried them, or never kept: no subject request asked for
+    the forget) is refused, `salts_destroyed` (410), unless `destroyed_salts_ok`: then its receipt has no
+    salts (a later notice of a request, whose subject received them before)."""
     wanted = []
     for tombstone_id in tombstone_ids:
         try:
@@ -69,9 +83,33 @@ def receipts_build(*, tombstone_ids: list[uuid.UUID | str], include_salts: bool 
             "checkpoint": checkpoint.note,
         }
         if include_salts:
-            receipt["salts"] = dict(sorted((salts.get(tombstone_id) or {}).items()))
+            kept = salts.get(tombstone_id)
+            if kept is None and not destroyed_salts_ok and _covers_records(bytes(tombstone.payload)):
+                raise TombstoneError(
+                    "salts_destroyed", "This tombstone's salts are no longer kept: they went to the data subject "
+                    "in their receipt and were then destroyed, or no subject request asked for this forget. The "
+                    "receipt the subject was sent is the only copy (a receipt without salts can still be made).",
+                    {"tombstone_id": str(tombstone_id)}, status_code=410)
+            receipt["salts"] = dict(sorted((kept or {}).items()))
         receipts[str(tombstone_id)] = receipt
     return receipts
+
+
+def _covers_records(payload: bytes) -> bool:
+    """Whether a statement lists a record acted on (whose salt a receipt would give)."""
+    records = json.loads(payload).get("execution", {}).get("records", [])
+    return any(isinstance(r, dict) and r.get("outcome") != "refused" for r in records)
+
+
+def salts_destroy(*, tombstone_ids: list[uuid.UUID | str]) -> int:
+    """Crypto-shredding: delete these tombstones' salts (every record's in each), in the caller's transaction;
+    answers how many tombstones had salts kept. Once the subject holds their receipt, nothing the server keeps
+    links a public commitment to guessable content. Destroying them again is harmless."""
+    ids = sorted({uuid.UUID(str(t)) for t in tombstone_ids})
+    if not ids:
+        return 0
+    deleted, _ = TombstoneSalts.objects.filter(tombstone_id__in=ids).delete()
+    return deleted
 
 
 def _statement_id(receipt: Receipt) -> str | None:

@@ -3,6 +3,11 @@
 No content, no floats, integers small enough for every JSON reader (larger ones as strings); record
 ids are strings and commitments are hex SHA-256. The caller gives `request`, `scope`, `execution`,
 `propagation` and `time`; this module adds `version`, `log_origin` and `tombstone_id`.
+
+Nothing personal (statement version 2, `tombstones.vocabulary`): every string is an id, a commitment, a time, a
+tombstone id or a word of a fixed list, and every object has only the fields the schema names. A scope path, a
+tag, a subject reference, a token fragment or free text (a reason, an authority as someone typed it) is refused
+here, whichever path built the statement: the tenant's private audit keeps the readable form.
 """
 from __future__ import annotations
 
@@ -16,12 +21,40 @@ from typing import Any
 from ..canonical import CanonicalizationError, canonical_json, plain_without_keys
 from ..errors import TombstoneError
 from ..jwk import parse_time
+from ..vocabulary import (
+    ARTIFACT_KINDS,
+    AWAITING,
+    CLOSE_ACTIONS,
+    DEFERRED_ACTIONS,
+    DERIVATIVE_OUTCOMES,
+    MAX_ID_DIGITS,
+    MODES,
+    OUTCOMES,
+    REFUSAL_CODES,
+    STATEMENT_VERSION,
+    TIERS,
+    are_items,
+    is_actor,
+    is_authority,
+    is_id,
+    is_item,
+    is_path,
+    is_target,
+    is_uuid,
+    is_word,
+)
 
-STATEMENT_VERSION = 1
 CALLER_FIELDS = ("request", "scope", "execution", "propagation", "time")
 ADDED_FIELDS = ("version", "log_origin", "tombstone_id")
 RECORD_FIELDS = {"record_id", "commitment", "tier", "outcome", "reason"}
 RECORD_REQUIRED = {"record_id", "commitment", "outcome"}
+REQUEST_FIELDS = frozenset({"actor", "authority", "path"})
+SCOPE_FIELDS = frozenset({"tenant_id", "target"})
+EXECUTION_FIELDS = frozenset({"mode", "path", "handle", "records"})
+PROPAGATION_FIELDS = frozenset({"derivatives", "deferred", "closes"})
+DERIVATIVE_FIELDS = frozenset({"artifact_id", "kind", "outcome"})
+DEFERRED_FIELDS = frozenset({"item", "items", "action", "deadline", "awaiting"})
+CLOSE_FIELDS = frozenset({"tombstone_id", "handle", "action", "items"})
 HEX64 = re.compile(r"[0-9a-f]{64}")
 SALT = re.compile(r"[0-9a-fA-F]{32}")
 FORBIDDEN_KEYS = frozenset({"content", "salt", "salts"})
@@ -77,6 +110,46 @@ def _no_forbidden_keys(value: Any, field: str) -> None:
             _no_forbidden_keys(item, f"{field}[{index}]")
 
 
+def _extra_field(value: dict, allowed: frozenset, field: str) -> None:
+    """Refuse a field the schema does not name: where free text would go."""
+    extra = value.keys() - allowed
+    if extra:
+        raise _invalid(f"{field}.{sorted(extra, key=str)[0]}",
+                       "is not a field of the statement (free text stays in the tenant's private audit)")
+
+
+def _request_check(request: dict) -> None:
+    if not is_authority(request.get("authority")):
+        raise _invalid("request.authority", "say on what authority, from the fixed list (GDPR Art. 17, memory forget, "
+                                            "...) or as a reference (retention_rule:12): never free text")
+    if not is_actor(request.get("actor")):
+        raise _invalid("request.actor", "must be role:id (token:12, user:3, request:7) or a named actor "
+                                        "(sweep:compaction): never a name or a token")
+    if not is_path(request.get("path")):
+        raise _invalid("request.path", "must be one of the fixed paths (api, admin, erasure_workflow, ...)")
+    _extra_field(request, REQUEST_FIELDS, "request")
+
+
+def _scope_check(scope: dict) -> None:
+    if "tenant_id" in scope and not is_id(scope["tenant_id"]):
+        raise _invalid("scope.tenant_id", "must be the tenant's id")
+    if not is_target(scope.get("target")):
+        raise _invalid("scope.target", "exactly one of record_ids, subject_ids, artifact_ids (lists of ids), scope_id "
+                                       "(an id) or tag_commitment (a salted hex SHA-256): never a scope path, tag or "
+                                       "subject reference")
+    _extra_field(scope, SCOPE_FIELDS, "scope")
+
+
+def _execution_check(execution: dict) -> None:
+    if not is_word(execution.get("mode"), MODES):
+        raise _invalid("execution.mode", f"must be one of {sorted(MODES)}")
+    if not is_path(execution.get("path")):
+        raise _invalid("execution.path", "must be one of the fixed paths (api, admin, erasure_workflow, ...)")
+    if "handle" in execution and not is_id(execution["handle"]):
+        raise _invalid("execution.handle", "must be the forget's sequence number")
+    _extra_field(execution, EXECUTION_FIELDS, "execution")
+
+
 def _records(execution: dict, judge_plain: bool = True) -> tuple[list[dict], bool]:
     """The execution's records, checked, and whether they are plain JSON (`canonical.plain_without_keys`);
     field names are built only for the error (this runs per tombstone).
@@ -96,11 +169,17 @@ def _records(execution: dict, judge_plain: bool = True) -> tuple[list[dict], boo
         if not RECORD_REQUIRED <= record.keys() <= RECORD_FIELDS:
             raise _invalid(f"execution.records[{index}]",
                            f"a record has {sorted(RECORD_REQUIRED)} and may have tier and reason")
-        if not isinstance(record["record_id"], str):
-            raise _invalid(f"execution.records[{index}].record_id", "must be a string")
+        if not is_id(record["record_id"]):
+            raise _invalid(f"execution.records[{index}].record_id", "must be a record id (a string of digits)")
         commitment = record["commitment"]
         if not _is_lower_hex64(commitment) and (not isinstance(commitment, str) or not HEX64.fullmatch(commitment)):
             raise _invalid(f"execution.records[{index}].commitment", "must be a lowercase hex SHA-256")
+        if not is_word(record["outcome"], OUTCOMES):
+            raise _invalid(f"execution.records[{index}].outcome", f"must be one of {sorted(OUTCOMES)}")
+        if "tier" in record and not is_word(record["tier"], TIERS):
+            raise _invalid(f"execution.records[{index}].tier", f"must be one of {sorted(TIERS)}")
+        if "reason" in record and not is_word(record["reason"], REFUSAL_CODES):
+            raise _invalid(f"execution.records[{index}].reason", f"must be a refusal code: {sorted(REFUSAL_CODES)}")
         if plain:  # a record's keys are RECORD_FIELDS: only its values can be other than plain
             for value in record.values():
                 if type(value) is not str:
@@ -118,6 +197,9 @@ _DICT_ONLY = {dict}
 _STR_ONLY = {str}
 _LENGTH_64 = {64}
 _LENGTH_32 = {32}
+_LENGTH_3 = {3}
+_TIERS_OR_NONE = TIERS | {None}
+_REASONS_OR_NONE = REFUSAL_CODES | {None}
 
 
 def _values_are_strings(items: list[dict]) -> bool:
@@ -127,12 +209,16 @@ def _values_are_strings(items: list[dict]) -> bool:
 
 def _records_common(records: list) -> bool:
     """Every record a dict of record fields (the required ones among them) whose values are all exact strings
-    (so its record_id is a string, and it is plain JSON with no forbidden key), and every commitment 64
-    lowercase hex digits: one `bytes.fromhex` over them all, which takes only hex digit pairs and whitespace,
-    so 64 * n characters give 32 * n bytes only when all are hex digits."""
+    (so it is plain JSON with no forbidden key), every record id digits, every outcome, tier and reason a word
+    of its list, and every commitment 64 lowercase hex digits: one `bytes.fromhex` over them all, which takes
+    only hex digit pairs and whitespace, so 64 * n characters give 32 * n bytes only when all are hex digits."""
     if not (set(map(type, records)) <= _DICT_ONLY and set().union(*records) <= RECORD_FIELDS
             and all(map(operator.le, repeat(RECORD_REQUIRED), map(dict.keys, records)))  # each has the required
-            and _values_are_strings(records)):
+            and _values_are_strings(records)
+            and _ids_common(list(map(_RECORD_ID, records)))
+            and set(map(_OUTCOME, records)) <= OUTCOMES
+            and set(map(dict.get, records, repeat("tier"))) <= _TIERS_OR_NONE
+            and set(map(dict.get, records, repeat("reason"))) <= _REASONS_OR_NONE):
         return False
     commitments = list(map(_COMMITMENT, records))
     joined = "".join(commitments)
@@ -144,13 +230,26 @@ def _records_common(records: list) -> bool:
 
 
 _COMMITMENT = operator.itemgetter("commitment")
+_RECORD_ID = operator.itemgetter("record_id")
+_OUTCOME = operator.itemgetter("outcome")
+_ARTIFACT_ID = operator.itemgetter("artifact_id")
+_KIND = operator.itemgetter("kind")
+
+
+def _ids_common(ids: list[str]) -> bool:
+    """Exact strings (the caller checked), each 1 to MAX_ID_DIGITS ASCII digits: one join and one test."""
+    joined = "".join(ids)
+    return joined.isascii() and joined.isdigit() and all(ids) and max(map(len, ids)) <= MAX_ID_DIGITS
 
 
 def _derivatives_common(derivatives: list) -> bool:
-    """Every derivative a dict with an artifact_id, whose values are all exact strings and no key a forbidden
-    one: valid, and plain JSON (keys are left to orjson, as in `_complete`)."""
-    return (set(map(type, derivatives)) <= _DICT_ONLY and set().union(*derivatives).isdisjoint(FORBIDDEN_KEYS)
-            and _values_are_strings(derivatives) and all(map(operator.contains, derivatives, repeat("artifact_id"))))
+    """Every derivative a dict of exactly artifact_id, kind and outcome, all exact strings (no key a forbidden
+    one: plain JSON), the ids digits, the kind and outcome words of their lists: valid, and plain JSON."""
+    return (set(map(type, derivatives)) <= _DICT_ONLY and set().union(*derivatives) <= DERIVATIVE_FIELDS
+            and set(map(len, derivatives)) <= _LENGTH_3 and _values_are_strings(derivatives)
+            and _ids_common(list(map(_ARTIFACT_ID, derivatives)))
+            and set(map(_KIND, derivatives)) <= ARTIFACT_KINDS
+            and set(map(_OUTCOME, derivatives)) <= DERIVATIVE_OUTCOMES)
 
 
 def _derivatives_check(derivatives: Any) -> None:
@@ -158,8 +257,53 @@ def _derivatives_check(derivatives: Any) -> None:
                                  else _list(derivatives, "propagation.derivatives")):
         if type(item) is not dict:
             _dict(item, f"propagation.derivatives[{index}]")
-        if not isinstance(item.get("artifact_id"), str):
-            raise _invalid(f"propagation.derivatives[{index}].artifact_id", "must be a string")
+        if not is_id(item.get("artifact_id")):
+            raise _invalid(f"propagation.derivatives[{index}].artifact_id", "must be an artifact id (digits)")
+        if not is_word(item.get("kind"), ARTIFACT_KINDS):
+            raise _invalid(f"propagation.derivatives[{index}].kind", f"must be one of {sorted(ARTIFACT_KINDS)}")
+        if not is_word(item.get("outcome"), DERIVATIVE_OUTCOMES):
+            raise _invalid(f"propagation.derivatives[{index}].outcome",
+                           f"must be one of {sorted(DERIVATIVE_OUTCOMES)}")
+        _extra_field(item, DERIVATIVE_FIELDS, f"propagation.derivatives[{index}]")
+
+
+def _deferred_check(deferred: Any) -> None:
+    for index, item in enumerate(deferred if type(deferred) is list else _list(deferred, "propagation.deferred")):
+        if type(item) is not dict:
+            _dict(item, f"propagation.deferred[{index}]")
+        # An item waiting on an event with no date (a legal hold's release) names it instead of a deadline.
+        deadline = item.get("deadline")
+        if deadline is None and "awaiting" in item:
+            if not is_word(item["awaiting"], AWAITING):
+                raise _invalid(f"propagation.deferred[{index}].awaiting", f"must be one of {sorted(AWAITING)}")
+        elif not _is_time(deadline):
+            raise _time_invalid(f"propagation.deferred[{index}].deadline")
+        elif "awaiting" in item:
+            raise _invalid(f"propagation.deferred[{index}].awaiting", "only an item with no deadline awaits an event")
+        if "items" in item:
+            if "item" in item or not are_items(item["items"]):
+                raise _invalid(f"propagation.deferred[{index}].items",
+                               "a non-empty list of names such as record:12 (and no `item` beside it)")
+        elif not is_item(item.get("item")):
+            raise _invalid(f"propagation.deferred[{index}].item", "must name one thing, such as fleet_copy:7")
+        if not is_word(item.get("action"), DEFERRED_ACTIONS):
+            raise _invalid(f"propagation.deferred[{index}].action", f"must be one of {sorted(DEFERRED_ACTIONS)}")
+        _extra_field(item, DEFERRED_FIELDS, f"propagation.deferred[{index}]")
+
+
+def _closes_check(closes: Any) -> None:
+    for index, item in enumerate(closes if type(closes) is list else _list(closes, "propagation.closes")):
+        if type(item) is not dict:
+            _dict(item, f"propagation.closes[{index}]")
+        if not is_uuid(item.get("tombstone_id")):
+            raise _invalid(f"propagation.closes[{index}].tombstone_id", "must be the earlier tombstone's id")
+        if "handle" in item and not is_id(item["handle"]):
+            raise _invalid(f"propagation.closes[{index}].handle", "must be the earlier forget's sequence number")
+        if not is_word(item.get("action"), CLOSE_ACTIONS):
+            raise _invalid(f"propagation.closes[{index}].action", f"must be one of {sorted(CLOSE_ACTIONS)}")
+        if not are_items(item.get("items")):
+            raise _invalid(f"propagation.closes[{index}].items", "a non-empty list of names such as record:12")
+        _extra_field(item, CLOSE_FIELDS, f"propagation.closes[{index}]")
 
 
 def _propagation(propagation: dict, judge_plain: bool = True) -> bool:
@@ -170,16 +314,9 @@ def _propagation(propagation: dict, judge_plain: bool = True) -> bool:
                          and _derivatives_common(derivatives))
     if not derivatives_plain:
         _derivatives_check(derivatives)
-    deferred = propagation.get("deferred", [])
-    for index, item in enumerate(deferred if type(deferred) is list else _list(deferred, "propagation.deferred")):
-        if type(item) is not dict:
-            _dict(item, f"propagation.deferred[{index}]")
-        # An item waiting on an event with no date (a legal hold's release) names it instead of a deadline.
-        deadline = item.get("deadline")
-        if deadline is None and isinstance(item.get("awaiting"), str):
-            continue
-        if not _is_time(deadline):
-            raise _time_invalid(f"propagation.deferred[{index}].deadline")
+    _deferred_check(propagation.get("deferred", []))
+    _closes_check(propagation.get("closes", []))
+    _extra_field(propagation, PROPAGATION_FIELDS, "propagation")
     if not judge_plain:
         return False
     return _plain_but(propagation, "derivatives") if derivatives_plain else plain_without_keys(propagation,
@@ -243,10 +380,10 @@ def _complete(tombstone_id: uuid.UUID | str, statement: Any, log_origin: str, *,
     time = get("time")
     if not _is_time(time):
         raise _time_invalid("time")
-    authority = request.get("authority")
-    if not authority or not isinstance(authority, str):
-        raise _invalid("request.authority", "say on what authority (GDPR Art. 17, a pact clause, a sweep...)")
+    _request_check(request)
+    _scope_check(scope)
     records, plain = _records(execution, judge_plain)
+    _execution_check(execution)
     plain = _propagation(propagation, judge_plain) and plain
     tombstone_id = str(tombstone_id)
     if not keys.isdisjoint(ADDED_FIELDS):
