@@ -2,19 +2,21 @@
 and `_selected_action`, as a logged-in user of the role that may use it, through the confirmation page where
 there is one. No answer is a 5xx, and each test asserts what reached storage.
 
-`test_every_registered_action_has_a_test` fails when an admin offers an action that no test here covers
-(`@covers`), so that a new action, ours or a library's, cannot ship untested.
+`test_every_registered_action_has_a_test` fails when an admin offers an action that no test covers
+(`@covers`, tests/admin/actions.py; in any module of tests/admin), so that a new action, ours or a library's,
+cannot ship untested.
 """
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Group, User
-from django.test import RequestFactory
-from django.urls import reverse
 from django.utils import timezone
 
 from config.celery import app as celery_app
@@ -23,6 +25,7 @@ from memory.models import DeletedRecord, ForgetEvent, Record, Tenant
 from memory.services.tokens import token_issue
 from retention.models import ContentClass
 from retention.services import hold_place
+from tests.admin.actions import COVERED, act, changelist, covers, offered, said
 from tests.admin.conftest import staff_user
 from tests.factories import record, rule
 from tombstones.models import KeyEvent, SigningKey, Tombstone
@@ -31,54 +34,21 @@ from tombstones.services import key_current
 pytestmark = pytest.mark.django_db
 
 ROLES = ("operator", "legal", "auditor")
-COVERED: set[tuple[str, str]] = set()
-
-
-def covers(*pairs: tuple[str, str]):
-    """Marks a test as the one for these (model label, action name) pairs."""
-    COVERED.update(pairs)
-    return lambda test: test
-
-
-def changelist(model) -> str:
-    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
-
-
-def act(client, model, action: str, ids, *, confirm: bool = False, **extra):
-    """POST the action as the changelist's form does; with `confirm`, answer its confirmation page as its
-    "Yes, I'm sure" button does. Returns the last answer, redirects followed."""
-    data = {"action": action, "_selected_action": [str(pk) for pk in ids], "index": "0", **extra}
-    response = client.post(changelist(model), data)
-    assert response.status_code < 500, (model, action, response.status_code)
-    if confirm:
-        assert response.status_code == 200 and b'name="post"' in response.content, (model, action)
-        response = client.post(changelist(model), {**data, "post": "yes"})
-        assert response.status_code < 500, (model, action, response.status_code)
-    if response.status_code == 302:
-        response = client.get(response["Location"])
-        assert response.status_code < 500
-    return response
-
-
-def said(response) -> list[str]:
-    return [str(m) for m in response.context["messages"]] if response.context else []
-
-
-def offered(model, user) -> set[str]:
-    request = RequestFactory().get(changelist(model))
-    request.user = user
-    return set(admin.site._registry[model].get_actions(request))
 
 
 # --- the registry ----------------------------------------------------------------------------------------
 
 def test_every_registered_action_has_a_test():
-    # Given every admin, as a superuser and as each role sees it
+    # Given every action test of tests/admin (each module's `@covers` fills COVERED when it is imported)
+    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if module.name.startswith("test_"):
+            importlib.import_module(f"tests.admin.{module.name}")
+    # And every admin, as a superuser and as each role sees it
     users = [staff_user("superuser")] + [staff_user(role) for role in ROLES]
     actions = {(model._meta.label, name) for model in admin.site._registry for user in users
                for name in offered(model, user)}
     # Then each action offered to anyone has its test below
-    assert actions - COVERED == set(), "admin actions with no test in tests/admin/test_actions.py"
+    assert actions - COVERED == set(), "admin actions with no test (@covers) in tests/admin"
     assert ("memory.Record", "forget_hard") in actions  # (and the enumeration sees the actions at all)
 
 

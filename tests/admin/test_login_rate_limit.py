@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from memory.services.tokens import token_issue
 from tests.admin.conftest import PASSWORD, staff_user
-from tests.admin.test_actions import act, covers, said
+from tests.admin.actions import act, covers, said
 
 pytestmark = pytest.mark.django_db
 
