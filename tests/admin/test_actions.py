@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Group, User
+from django.urls import reverse
 from django.utils import timezone
 
 from config.celery import app as celery_app
@@ -143,6 +144,20 @@ def test_no_role_but_a_superuser_may_run_the_bulk_hard_forget(client_as, records
     # Then nothing was forgotten
     assert Record.objects.filter(forgotten_at__isnull=True).count() == 4
     assert not ForgetEvent.objects.exists()
+
+
+def test_deleting_a_record_from_its_page_is_a_hard_forget_with_a_tombstone(client_as, records):
+    # (Not an action, the other destructive path of the records' admin.) A free record: asked, then forgotten.
+    root = client_as("superuser")
+    url = reverse("admin:memory_record_delete", args=[records["free"].pk])
+    assert root.get(url).status_code == 200
+    assert root.post(url, {"post": "yes"}).status_code == 302
+    assert not Record.objects.filter(pk=records["free"].pk).exists() and _tombstoned(records["free"].pk)
+    # A locked one offers no delete at all
+    for name in ("locked", "held"):
+        url = reverse("admin:memory_record_delete", args=[records[name].pk])
+        assert root.post(url, {"post": "yes"}).status_code == 403, name
+        assert Record.objects.get(pk=records[name].pk).content == records[name].content
 
 
 # --- dsr: start the selected workflows -------------------------------------------------------------------
