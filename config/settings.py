@@ -239,6 +239,9 @@ LEDGER_SWEEP_STALE_SECONDS = env.int("LEDGER_SWEEP_STALE_SECONDS", default=900)
 # once it is this many hours late: the sweeps run on a schedule, not at the second a lock ends.
 LEDGER_AUDIT_TOLERANCE_HOURS = env.int("LEDGER_AUDIT_TOLERANCE_HOURS", default=24)
 # Largest record content accepted by the memory API (characters).
+# PostgreSQL: the role the service connects as, when it is not the owner that migrates (memory/dbroles.py).
+# Set, `migrate` re-grants it its row access after every run.
+LEDGER_DB_APP_ROLE = env.str("LEDGER_DB_APP_ROLE", default="")
 LEDGER_MAX_CONTENT_CHARS = env.int("LEDGER_MAX_CONTENT_CHARS", default=64 * 1024)
 
 # Where subjects are sent to verify their tombstones (the public verification page).

@@ -101,10 +101,12 @@ class Record(models.Model):
     # row cost a bulk forget ~8% of its time.
     forget_event = models.ForeignKey("memory.ForgetEvent", null=True, blank=True, on_delete=models.PROTECT,
                                      related_name="+", db_constraint=False)
-    # The lock, kept in step with the retention table and holds by retention.services.locks_recompute.
-    retained_until = models.DateTimeField(null=True, blank=True)
-    held = models.BooleanField(default=False)
-    lock_protects_content = models.BooleanField(default=False)
+    # The lock, kept in step with the retention table and holds by retention.locks. On PostgreSQL the database
+    # computes it at INSERT and only its lock functions may change it (memory migration 0013); db_default makes
+    # Django read the stored values back (RETURNING) after an INSERT.
+    retained_until = models.DateTimeField(null=True, blank=True, default=None, db_default=None)
+    held = models.BooleanField(default=False, db_default=False)
+    lock_protects_content = models.BooleanField(default=False, db_default=False)
 
     objects = GovernedQuerySet.as_manager()
 

@@ -6,14 +6,23 @@ lock_protects_content = some active rule of the class protects content (write-on
 mixes an existence rule and a shorter content rule, content stays protected for the whole lock: the
 safe side, since the record carries one date.
 
-All updates here are set-based: one UPDATE per content class or per hold, never one per record.
+On PostgreSQL the database computes and changes locks (memory migration 0013): a BEFORE INSERT trigger
+gives each new record its lock, and SECURITY DEFINER functions recompute them from the rules and holds;
+only those may shorten a lock, and the application role cannot write the lock columns. Every change of a
+tenant's rules or holds first takes the tenant's retention-table lock (`retention_table_lock`), which
+record writes take in shared mode: a record written while a rule or hold is placed gets it (no race).
+On SQLite (the embedded default: one role, writes serialized by the database) the same computation runs
+here, in the ORM.
+
+All updates are set-based: one UPDATE per content class or per hold, never one per record.
 """
 from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Q, Value
+from django.utils import timezone
 
 from memory.models import Record, ScopeClosure
 from retention.models import (
@@ -26,6 +35,10 @@ from retention.models import (
 )
 
 
+# pg_advisory_xact_lock(int4, int4): this constant names the retention table's lock (memory migration 0013).
+TABLE_LOCK_CLASS = 72051
+
+
 class ClassLock:
     """The longest active rule of a content class and whether any active rule protects content."""
 
@@ -33,6 +46,13 @@ class ClassLock:
         self.rules = rules
         self.longest = max(rules, key=lambda r: (r.duration_days, r.mode == "compliance"), default=None)
         self.content_rules = [r for r in rules if r.protects == RuleProtects.CONTENT]
+
+    def rules_in_force(self, created_at, now, *, content_only: bool = False) -> list[RetentionRule]:
+        """Every active rule that still keeps a record created at `created_at`, longest first (compliance
+        before governance on a tie): each one keeps it, whichever is longest."""
+        rules = self.content_rules if content_only else self.rules
+        kept = [r for r in rules if created_at + timedelta(days=r.duration_days) > now]
+        return sorted(kept, key=lambda r: (-r.duration_days, r.mode != "compliance", r.pk))
 
     @property
     def duration(self) -> timedelta | None:
@@ -94,8 +114,27 @@ class lock_grant:
             return self._atomic.__exit__(exc_type, exc, tb)
 
 
+def retention_table_lock(tenant_id: int, *, shared: bool = False) -> None:
+    """Take the tenant's retention-table lock until the transaction ends (PostgreSQL; SQLite serializes writes
+    itself). Exclusive for a change of rules or holds, taken before any other lock of that transaction (so
+    that no writer holding a row lock waits for it while it waits for the writer); shared for a record write."""
+    if connection.vendor != "postgresql":
+        return
+    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(%s, (%s %% 2147483647)::integer)", [TABLE_LOCK_CLASS, tenant_id])
+
+
+def _pg_call(function: str, argument) -> int | None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(%s)", [argument])
+        return cursor.fetchone()[0]
+
+
 def locks_recompute_for_classes(content_class_ids) -> int:
     """Recompute retained_until and lock_protects_content for every record of these classes."""
+    if connection.vendor == "postgresql":
+        return _pg_call("retention_locks_recompute_classes", sorted(content_class_ids))
     changed = 0
     locks = class_locks(list(content_class_ids))
     with lock_grant():
@@ -109,12 +148,39 @@ def locks_recompute_for_classes(content_class_ids) -> int:
 
 def locks_recompute_for_hold(hold: LegalHold) -> int:
     """Recompute `held` for every record the hold covers (placing sets it, releasing may clear it)."""
+    if connection.vendor == "postgresql":
+        return _pg_call("retention_locks_recompute_hold", hold.pk)
     with lock_grant():
         return hold_covered_records(hold).update(held=active_holds_covering(OuterRef))
 
 
+def lock_override(*, record_id: int) -> None:
+    """End the governance lock of one record (legal's override of a retention conflict), in the caller's
+    transaction. The database refuses it (IntegrityError, `legal_hold:` / `retention_lock:`) while an active
+    hold or any compliance rule still keeps the record, whichever lock is longest."""
+    if connection.vendor == "postgresql":
+        _pg_call("retention_lock_override", record_id)
+        return
+    from django.db import IntegrityError
+
+    record = Record.objects.select_for_update().get(pk=record_id)
+    if record.held:
+        raise IntegrityError(f"legal_hold: record {record_id} is under legal hold; override refused")
+    lock = class_locks([record.content_class_id])[record.content_class_id]
+    keeping = [r for r in lock.rules_in_force(record.created_at, timezone.now()) if r.mode == "compliance"]
+    if keeping:
+        raise IntegrityError(f"retention_lock: record {record_id} is kept by compliance "
+                             + ", ".join(f"rule {r.pk} ({r.authority})" for r in keeping) + "; override refused")
+    with lock_grant():
+        Record.objects.filter(pk=record_id).update(retained_until=None, lock_protects_content=False)
+
+
 def lock_for_new_record(*, tenant_id: int, content_class: ContentClass, created_at, subject_id, scope_id) -> dict:
-    """The lock columns of a record about to be written (one query for the rules, one for holds)."""
+    """The lock columns Python gives a record about to be written, in the writing transaction (which takes
+    `retention_table_lock(tenant_id, shared=True)` first). On PostgreSQL none: the database computes them at
+    INSERT, and Django reads them back. On SQLite: one query for the rules, one for holds."""
+    if connection.vendor == "postgresql":
+        return {}
     lock = class_locks([content_class.pk])[content_class.pk]
     ancestors = ScopeClosure.objects.filter(descendant_id=scope_id).values("ancestor_id")
     covers = Q(content_class=content_class) | Q(scope_id__in=ancestors)
@@ -139,6 +205,8 @@ __all__ = [
     "class_locks",
     "hold_covered_records",
     "lock_for_new_record",
+    "lock_override",
     "locks_recompute_for_classes",
     "locks_recompute_for_hold",
+    "retention_table_lock",
 ]

@@ -1,6 +1,8 @@
 """Legal's levers: content classes, the retention table (versioned) and legal holds.
 
-Every change here recomputes the locks it affects on the records, set-based, in the same transaction.
+Every change here takes the tenant's retention-table lock first (`retention.locks.retention_table_lock`: a
+record written meanwhile waits, or is waited for, so it gets the new lock) and recomputes the locks it
+affects on the records, set-based, in the same transaction.
 """
 from __future__ import annotations
 
@@ -14,7 +16,12 @@ from django.utils import timezone
 
 from memory.models import Record, Scope, Subject, Tenant
 from retention import errors
-from retention.locks import hold_covered_records, locks_recompute_for_classes, locks_recompute_for_hold
+from retention.locks import (
+    hold_covered_records,
+    locks_recompute_for_classes,
+    locks_recompute_for_hold,
+    retention_table_lock,
+)
 from retention.models import (
     ContentClass,
     HoldRecord,
@@ -69,6 +76,7 @@ def rule_create(
     if content_class.tenant_id != tenant.pk:
         raise errors.not_found("No such content class.")
     with transaction.atomic():
+        retention_table_lock(tenant.pk)
         rule = RetentionRule.objects.create(
             tenant=tenant, content_class=content_class, kind=kind, duration_days=duration_days,
             authority=authority.strip(), mode=mode, protects=protects,
@@ -86,6 +94,7 @@ def rule_change_duration(*, rule: RetentionRule, duration_days: int, actor: str,
     if not (justification or "").strip():
         raise errors.invalid("justification_required", "Changing a retention rule needs a written justification.")
     with transaction.atomic():
+        retention_table_lock(rule.tenant_id)
         rule = RetentionRule.objects.select_for_update().get(pk=rule.pk)
         if rule.retired_at is not None:
             raise errors.conflict("rule_retired", "This rule is retired; add a new one instead.")
@@ -109,6 +118,7 @@ def rule_retire(*, rule: RetentionRule, actor: str, justification: str) -> Reten
     if not (justification or "").strip():
         raise errors.invalid("justification_required", "Retiring a retention rule needs a written justification.")
     with transaction.atomic():
+        retention_table_lock(rule.tenant_id)
         rule = RetentionRule.objects.select_for_update().get(pk=rule.pk)
         if rule.mode == RuleMode.COMPLIANCE:
             raise errors.conflict("compliance_lock", "A compliance-mode rule can never be retired or overridden.",
@@ -124,8 +134,9 @@ def rule_retire(*, rule: RetentionRule, actor: str, justification: str) -> Reten
 
 def _version_new(*, tenant: Tenant, actor: str, change: str) -> RetentionTableVersion:
     """Snapshot the tenant's whole active retention table as the next numbered version."""
-    # Serialize version numbers per tenant: the tenant row is the lock.
-    Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+    # Version numbers are serialized per tenant by the retention-table lock every caller holds (on SQLite, by
+    # its single writer). Not the tenant row: a FOR UPDATE there would wait for every record write's foreign-key
+    # check while holding the lock those writes wait for.
     rules = [
         {
             "id": r.pk, "content_class": r.content_class.name, "kind": r.kind, "duration_days": r.duration_days,
@@ -164,6 +175,7 @@ def hold_place(
         if owned is not None and owned.tenant_id != tenant.pk:
             raise errors.not_found("No such subject, content class or scope.")
     with transaction.atomic():
+        retention_table_lock(tenant.pk)
         if record_ids:
             # Lock the listed rows: a sweep or forget deleting one of them meanwhile either committed first (the
             # row is gone: refused here) or waits for this hold and then finds the record held.
@@ -185,6 +197,7 @@ def hold_release(*, hold: LegalHold, actor: str, reason: str) -> LegalHold:
     if not (reason or "").strip():
         raise errors.invalid("reason_required", "Releasing a hold needs a reason.")
     with transaction.atomic():
+        retention_table_lock(hold.tenant_id)
         hold = LegalHold.objects.select_for_update().get(pk=hold.pk)
         if hold.released_at is not None:
             raise errors.conflict("hold_released", "This hold was already released.",

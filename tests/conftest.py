@@ -108,3 +108,50 @@ def browser(django_db_setup):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield browser
         browser.close()
+
+
+APP_ROLE = "ledger_app_test"
+
+
+@pytest.fixture
+def app_role(transactional_db):
+    """A real non-owner PostgreSQL role with the application's grants (memory/dbroles.py) on the test database;
+    yields a function that opens a psycopg connection as that role (the caller closes it)."""
+    import psycopg
+    from django.db import connection
+
+    from memory.dbroles import app_role_create, app_role_grant
+
+    if connection.vendor != "postgresql":
+        pytest.skip("database roles are PostgreSQL's")
+    with connection.cursor() as cursor:
+        app_role_create(cursor, role=APP_ROLE, password=None)
+        app_role_grant(cursor, role=APP_ROLE)
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    params.update(user=APP_ROLE, autocommit=True)
+    params.pop("password", None)
+
+    def connect() -> "psycopg.Connection":
+        return psycopg.connect(**{k: v for k, v in params.items() if k in (
+            "dbname", "host", "port", "user", "autocommit", "options", "sslmode")})
+
+    return connect
+
+
+@pytest.fixture
+def as_app_role(app_role):
+    """Django's own connection (this thread's, and every thread's opened afterwards) logs in as the application
+    role until the test ends: services run with the rights the service has in production, not a superuser's."""
+    from django.db import connections
+
+    settings_dict = connections["default"].settings_dict
+    saved = settings_dict["USER"], settings_dict.get("PASSWORD", "")
+    connections["default"].close()
+    settings_dict["USER"], settings_dict["PASSWORD"] = APP_ROLE, ""
+    try:
+        yield APP_ROLE
+    finally:
+        connections["default"].close()
+        settings_dict["USER"], settings_dict["PASSWORD"] = saved

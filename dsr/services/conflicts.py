@@ -2,9 +2,10 @@
 in the request's history, and the workflow continues by itself afterwards.
 
 An override erases the record after all, through the one guarded forget: the record's governance lock
-is ended for that record alone (inside a lock-recompute grant, see retention.models.LockRecomputeGrant)
-in the same transaction as the forget. It is refused for a compliance-mode rule, whoever asks, and for
-an active legal hold, which must be released first.
+is ended for that record alone (`retention.locks.lock_override`, which the database itself refuses while a
+compliance rule or a hold keeps the record) in the same transaction as the forget. It is refused while any
+compliance-mode rule still keeps the record, whichever rule is longest, whoever asks, and while an active
+legal hold covers it (release the hold first); the refusal names every rule or hold that keeps it.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from datetime import date
 
 from django.core.mail import EmailMessage
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dsr import errors
@@ -31,7 +32,7 @@ from dsr.services.notify import RIGHTS
 from dsr.services.states import history_add, request_transition
 from memory.models import ForgetMode, Record
 from memory.services import ForgetTarget, records_forget, records_refusals
-from retention.locks import lock_grant
+from retention.locks import lock_override
 
 
 def _decided(conflict: RetentionConflict, *, actor: str, justification: str) -> RetentionConflict:
@@ -82,15 +83,20 @@ def conflict_override(*, conflict: RetentionConflict, actor: str, justification:
         record = Record.objects.filter(pk=conflict.record_id, tenant=conflict.tenant).first()
         if record is not None:
             _override_allowed(conflict, record)
-            with lock_grant():
-                # The governance lock ends for this record alone, then the one guarded forget erases it.
-                Record.objects.filter(pk=record.pk).update(retained_until=None, lock_protects_content=False)
-                result = records_forget(
-                    tenant=conflict.tenant, target=ForgetTarget(record_ids=(record.pk,)), mode=ForgetMode.HARD,
-                    actor=f"request:{conflict.request_id}", path="legal_override", derivatives_mode=ForgetMode.HARD,
-                    reason=f"override by {actor}: {justification.strip()}", authority="legal override of "
-                    f"{conflict.authority}",
-                )
+            try:
+                with transaction.atomic():
+                    # The governance lock ends for this record alone, then the one guarded forget erases it.
+                    lock_override(record_id=record.pk)
+            except IntegrityError as exc:
+                # A hold or a compliance rule arrived after the check above: the database refused.
+                raise errors.conflict("legal_hold" if str(exc).startswith("legal_hold:") else "compliance_lock",
+                                      f"The override was refused: {str(exc).split(chr(10))[0]}") from None
+            result = records_forget(
+                tenant=conflict.tenant, target=ForgetTarget(record_ids=(record.pk,)), mode=ForgetMode.HARD,
+                actor=f"request:{conflict.request_id}", path="legal_override", derivatives_mode=ForgetMode.HARD,
+                reason=f"override by {actor}: {justification.strip()}", authority="legal override of "
+                f"{conflict.authority}",
+            )
             RequestItem.objects.filter(request=conflict.request, kind=ItemKind.RECORD, object_id=record.pk).update(
                 decision=ItemDecision.ERASE, outcome=ItemOutcome.DELETED, forget_event_id=result.event.pk,
                 tombstone_id=result.tombstone_id, deferred_until=None)
@@ -100,18 +106,26 @@ def conflict_override(*, conflict: RetentionConflict, actor: str, justification:
     return conflict
 
 
+def override_blockers(conflict: RetentionConflict) -> list[dict]:
+    """What keeps an override of this conflict from happening: every active hold and every compliance rule that
+    still keeps the record (the refusal's `blocking` entries), whichever lock is longest. Empty: allowed."""
+    reasons = records_refusals(tenant=conflict.tenant, record_ids=[conflict.record_id], mode=ForgetMode.HARD)
+    blocking = reasons.get(conflict.record_id, {}).get("blocking", [])
+    return [b for b in blocking if b["type"] == "hold" or b.get("mode") == "compliance"]
+
+
 def _override_allowed(conflict: RetentionConflict, record: Record) -> None:
-    reasons = records_refusals(tenant=conflict.tenant, record_ids=[record.pk], mode=ForgetMode.HARD).get(record.pk)
-    if not reasons:
-        return
-    for blocker in reasons["blocking"]:
-        if blocker["type"] == "hold":
-            raise errors.conflict("legal_hold", "An active legal hold covers this record: release the hold first.",
-                                  hold_id=blocker["hold_id"], matter=blocker["matter"])
-        if blocker.get("mode") == "compliance":
-            raise errors.conflict("compliance_lock", "A compliance-mode rule keeps this record: nobody can override "
-                                  "it, not even a superuser.", rule_id=blocker["rule_id"],
-                                  authority=blocker["authority"])
+    blockers = override_blockers(conflict)
+    holds = [b for b in blockers if b["type"] == "hold"]
+    rules = [b for b in blockers if b["type"] == "rule"]
+    if holds:
+        raise errors.conflict("legal_hold", "An active legal hold covers this record: release the hold first.",
+                              hold_id=holds[0]["hold_id"], matter=holds[0]["matter"], blocking=blockers)
+    if rules:
+        names = "; ".join(f"rule {r['rule_id']} ({r['authority']}, until {r['until'][:10]})" for r in rules)
+        raise errors.conflict("compliance_lock", f"Compliance-mode rules keep this record: {names}. Nobody can "
+                              "override them, not even a superuser.", rule_id=rules[0]["rule_id"],
+                              authority=rules[0]["authority"], blocking=blockers)
 
 
 def _record_decision(conflict: RetentionConflict, status: str, actor: str, justification: str, note: str = "") -> None:

@@ -420,7 +420,8 @@ def _permitted_modes(row: _Row, now: datetime) -> list[str]:
 
 def _refusal_reasons(tenant: Tenant, refused: list[_Row], mode: str, now: datetime) -> dict[int, dict]:
     """Per refused record: the code, every blocking rule or hold with its authority, the lock's end, and
-    the modes still permitted. Queries: one for the rules, one per active hold (holds are few)."""
+    the modes still permitted. Queries: one for the rules, one per active hold (holds are few), one for the
+    rule-locked records' creation times."""
     if not refused:
         return {}
     locks = class_locks({r.content_class_id for r in refused})
@@ -436,17 +437,23 @@ def _refusal_reasons(tenant: Tenant, refused: list[_Row], mode: str, now: dateti
                         "authority": hold.authority or hold.matter, "placed_at": hold.placed_at.isoformat(),
                         "until": None,
                     })
+    rule_locked = [r.pk for r in refused if r.retained_until is not None and r.retained_until > now]
+    created = {}
+    for batch in batches(rule_locked, BATCH_SIZE):
+        created.update(Record.objects.filter(pk__any_of=batch).values_list("pk", "created_at"))
     reasons = {}
     for row in refused:
         lock = locks[row.content_class_id]
         blocking = list(holds_by_record.get(row.pk, []))
-        if row.retained_until is not None and row.retained_until > now:
-            rules = lock.content_rules if (mode == ForgetMode.REDACT and not row.held) else \
-                ([lock.longest] if lock.longest else [])
+        if row.pk in created:
+            # Every rule that still keeps the record, each with its own end: a longer governance rule must not
+            # hide a compliance one (legal's override reads this list).
+            rules = lock.rules_in_force(created[row.pk], now,
+                                        content_only=mode == ForgetMode.REDACT and not row.held)
             blocking += [{
                 "type": "rule", "rule_id": rule.pk, "kind": rule.kind, "mode": rule.mode,
                 "protects": rule.protects, "authority": rule.authority, "duration_days": rule.duration_days,
-                "until": row.retained_until.isoformat(),
+                "until": (created[row.pk] + timedelta(days=rule.duration_days)).isoformat(),
             } for rule in rules]
         first = blocking[0] if blocking else {}
         reasons[row.pk] = {

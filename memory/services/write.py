@@ -12,7 +12,7 @@ from memory import errors
 from memory.embedding import embedder, vector_to_bytes
 from memory.models import ArtifactKind, DerivedArtifact, Lineage, Record, RecordTag, Subject, Tenant, Tier
 from memory.services.scopes import scope_get_or_create
-from retention.locks import lock_for_new_record
+from retention.locks import lock_for_new_record, retention_table_lock
 from retention.models import ContentClass
 from tombstones.verification import commitment_of
 
@@ -69,6 +69,8 @@ def record_write(
     created_at = created_at or timezone.now()
     salt = secrets.token_hex(16)
     with transaction.atomic():
+        # Before any row lock: a rule or hold being placed for the tenant waits for this write, or it for them.
+        retention_table_lock(tenant.pk, shared=True)
         scope = scope_get_or_create(tenant=tenant, path=scope_path)
         subject = subject_get_or_create(tenant=tenant, ref=subject_ref) if subject_ref is not None else None
         record = Record.objects.create(

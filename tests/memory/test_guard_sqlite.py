@@ -234,6 +234,14 @@ def test_redact_under_existence_only_lock_is_allowed_and_cannot_be_undone(conn, 
                        (record_id,)).startswith("retention_lock:")
 
 
+@pytest.mark.parametrize("update", ["content = 'TAMPERED'", "content = ''", "content = 'x', redacted_at = datetime('now')"])
+def test_content_of_existence_locked_record_changes_only_by_a_redaction(conn, ids, update):
+    record_id = ids["records"]["retention"]
+    message = refused(conn, f"UPDATE memory_record SET {update} WHERE id = ?", (record_id,))
+    assert message.startswith("retention_lock:") and "only a redaction" in message
+    assert row(conn, record_id)["content"] == "the original content"
+
+
 def test_clearing_redacted_at_is_refused_even_when_unlocked(conn, ids):
     record_id = ids["records"]["none"]
     conn.execute("UPDATE memory_record SET content = '', redacted_at = datetime('now') WHERE id = ?", (record_id,))
