@@ -337,6 +337,7 @@ def main() -> None:
     url = os.environ.get("DATABASE_URL", DEFAULT_URL)
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-any-deployment")  # DATABASE_URL is set
     # The bench database is throwaway: its signing keys need no passphrase of the machine's.
     os.environ.setdefault("LEDGER_SIGNING_PASSPHRASE", "bench-only-signing-passphrase")
     _database_ensure(url, fresh=not args.reuse)

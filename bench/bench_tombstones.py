@@ -46,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-any-deployment")  # DATABASE_URL is set
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/ledger_bench_tombstones")
 os.environ.setdefault("LEDGER_SIGNING_PASSPHRASE", "bench-only passphrase")
 os.environ.setdefault("LEDGER_PUBLIC_API_RATE_LIMIT", "1000000")

@@ -97,6 +97,7 @@ def _setup(url: str, reuse: bool, needed: int) -> None:
     os.environ.setdefault("LEDGER_SIGNING_PASSPHRASE", "bench-only-passphrase")
     os.environ["EMAIL_BACKEND"] = "django.core.mail.backends.locmem.EmailBackend"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-any-deployment")  # DATABASE_URL is set
     import bench_forget
 
     bench_forget._database_ensure(url, fresh=not reuse)

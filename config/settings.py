@@ -2,11 +2,13 @@
 
 Embedded default: SQLite in ./var and Kombu's filesystem broker in ./var/broker, so that the service
 and a real Celery worker run with no server installed. Production and CI set DATABASE_URL
-(PostgreSQL) and CELERY_BROKER_URL (Redis).
+(PostgreSQL) and CELERY_BROKER_URL (Redis), and production the HTTPS settings below (README.md, "Production").
 """
+from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("LEDGER_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -15,9 +17,35 @@ env = environ.Env()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env.bool("DEBUG", default=False)
-# The development default is public: production must set SECRET_KEY (README.md, "Settings").
-SECRET_KEY = env.str("SECRET_KEY", default="dev-only-insecure-secret-key-change-me")
+# The embedded default is the service run with no DATABASE_URL (SQLite under LEDGER_VAR_DIR): a developer's
+# machine, `serve_embedded`. Only there may SECRET_KEY be missing; its development key is public.
+EMBEDDED = not env.str("DATABASE_URL", default="")
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not EMBEDDED:
+        # Anything else (DATABASE_URL set: production, a staging copy, a benchmark) refuses to start rather than
+        # sign its sessions and password-reset links with a key anyone can read in this file.
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. It is required whenever DATABASE_URL is set (only the embedded default, with no "
+            "DATABASE_URL, runs with a development key). Set SECRET_KEY to a long random string, e.g. the output of "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))'.")
+    SECRET_KEY = "dev-only-insecure-secret-key-change-me"
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+
+# HTTPS. Off by default: the embedded default and the test suite serve plain http. Production turns them on
+# (README.md, "Production"; `manage.py check --deploy` then has nothing to say). Behind a proxy that ends TLS,
+# SECURE_PROXY_SSL_HEADER names the header by which it says so, e.g. `HTTP_X_FORWARDED_PROTO,https`.
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SECURE_PROXY_SSL_HEADER = env.tuple("SECURE_PROXY_SSL_HEADER", default=None)
+# A load balancer's health probe may speak plain http to the instance itself.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# A site that redirects to https sends its cookies over https only, unless told otherwise.
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -29,6 +57,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "django_celery_beat",
+    "axes",
     "memory",
     "retention",
     "dsr",
@@ -43,7 +72,29 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a login refused for a lockout into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# The admin login, rate-limited by django-axes: its backend first refuses a locked-out login before the
+# password is checked. It needs the request (Django's login view passes it; a test's `client.login` must pass
+# `request=HttpRequest()`, or use `force_login`). API tokens (memory.auth) are not passwords and never go through
+# authenticate().
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# Locked after this many failures, counted per account (from any address) and, separately, per address (for any
+# account), in the attempts of the last cool-off; the lock ends a cool-off after the last attempt.
+AXES_FAILURE_LIMIT = env.int("LEDGER_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("LEDGER_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# A success does not wipe the failures: it would wipe its address's too, and an attacker with one account of
+# their own could then guess another's password without end by logging in to theirs between guesses.
+AXES_RESET_ON_SUCCESS = False
+# A page in the admin's frame that says why and for how long (429), not axes' one line of text.
+AXES_LOCKOUT_CALLABLE = "dsr.admin_logins.login_locked"
+# Failed attempts (and so lockouts) are shown and lifted in the admin by dsr/admin_logins.py, logins read-only.
+AXES_ENABLE_ADMIN = False
+# No banner at every start; lockouts are still logged (WARNING).
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

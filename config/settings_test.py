@@ -19,5 +19,7 @@ os.environ.setdefault("LEDGER_BROKER_VISIBILITY_TIMEOUT", "4")
 os.environ.setdefault("LEDGER_BROKER_RESTORE_INTERVAL", "1")
 os.environ.setdefault("LEDGER_BROKER_RESTORE_THROTTLE", "1")
 os.environ.setdefault("LEDGER_SIGNING_PASSPHRASE", "test-only-signing-passphrase")
+# DATABASE_URL is set, so SECRET_KEY must be (config/settings.py); the processes the tests start inherit it.
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key-" + "x" * 40)
 
 from config.settings import *  # noqa: E402,F401,F403

@@ -463,3 +463,6 @@ class RetentionConflictAdmin(admin.ModelAdmin):
             done_url=lambda acted: reverse("admin:dsr_retentionconflict_change", args=[acted.pk]),
             page=conflict_page_get(conflict=obj),
         )
+
+
+from dsr import admin_logins  # noqa: E402,F401  (the admin login's failed attempts and log)

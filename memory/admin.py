@@ -91,22 +91,48 @@ class RecordAdmin(admin.ModelAdmin):
 
     @admin.action(description="Forget (hard) through the retention guard", permissions=["delete"])
     def forget_hard(self, request, queryset):
-        by_tenant = {}
-        for record in queryset.select_related("tenant").only("pk", "tenant"):
-            by_tenant.setdefault(record.tenant, []).append(record.pk)
-        for tenant, ids in by_tenant.items():
+        # Ids only, never records: the changelist's queryset joins `list_select_related`, which a `.only()` of the
+        # record cannot defer (FieldError, issue 19); `values_list` drops the joins and loads no content.
+        by_tenant: dict[int, list[int]] = {}
+        for tenant_id, pk in queryset.order_by("pk").values_list("tenant_id", "pk"):
+            by_tenant.setdefault(tenant_id, []).append(pk)
+        tenants = Tenant.objects.in_bulk(list(by_tenant))
+        for tenant_id, ids in by_tenant.items():
+            tenant = tenants[tenant_id]
             try:
                 result = records_forget(tenant=tenant, target=ForgetTarget(record_ids=tuple(ids)),
-                                        mode=ForgetMode.HARD, actor=f"admin:{request.user.username}", path="admin",
-                                        reason="admin bulk forget", public_actor=f"user:{request.user.pk}")
+                                        mode=ForgetMode.HARD, actor=f"admin:{request.user.get_username()}",
+                                        path="admin", reason="admin bulk forget", public_actor=f"user:{request.user.pk}")
             except ApplicationError as exc:
-                self.message_user(request, f"{tenant}: {exc.detail}", messages.ERROR)
+                self.message_user(request, f"{tenant}: refused: {exc.detail} ({exc.code})", messages.ERROR)
                 continue
             refused = [r for r in result.results if r["outcome"] == "refused"]
-            self.message_user(request, f"{tenant}: forget #{result.event.pk} {result.status}: "
-                              f"{len(result.results) - len(refused)} deleted, {len(refused)} refused "
-                              f"({', '.join(sorted({r['reason']['code'] for r in refused})) or 'none'}).",
-                              messages.WARNING if refused else messages.SUCCESS)
+            said = (f"{tenant}: forget #{result.event.pk} {result.status}: {len(result.results) - len(refused)} "
+                    f"deleted, {len(refused)} refused.")
+            if refused:
+                said += " " + refusals_text(refused)
+            self.message_user(request, said, messages.WARNING if refused else messages.SUCCESS)
+
+
+def refusals_text(refused: list[dict], *, listed: int = 20) -> str:
+    """Why the guard kept records, one clause per distinct reason: its code, every rule or hold that blocks
+    (authority, and the lock's end), the modes still permitted, and the records (the first `listed`)."""
+    groups: dict[tuple, list[int]] = {}
+    for result in refused:
+        reason = result["reason"]
+        blocking = tuple(dict.fromkeys(
+            f"{b.get('authority') or b.get('matter') or b.get('type')}"
+            + (f" until {b['until'][:10]}" if b.get("until") else "")
+            for b in reason.get("blocking") or [])) or (reason.get("authority") or "",)
+        key = (reason["code"], blocking, tuple(reason.get("permitted_modes") or ()))
+        groups.setdefault(key, []).append(result["record_id"])
+    clauses = []
+    for (code, blocking, permitted), ids in groups.items():
+        shown = ", ".join(str(pk) for pk in ids[:listed]) + (f" and {len(ids) - listed} more" if len(ids) > listed
+                                                              else "")
+        clauses.append(f"{code} ({'; '.join(b for b in blocking if b)}; still permitted: "
+                       f"{', '.join(permitted) or 'none'}): record{'s' if len(ids) > 1 else ''} {shown}")
+    return "Kept by the retention guard: " + ". ".join(clauses) + "."
 
 
 @admin.register(DerivedArtifact)

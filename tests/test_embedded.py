@@ -26,7 +26,7 @@ START_TIMEOUT = 180
 STOP_TIMEOUT = 60
 # What a fresh machine does not set (the test settings set some of these in this process's environment).
 EMBEDDED_UNSET = {"DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CELERY_TASK_DEFAULT_QUEUE",
-                  "CACHE_URL", "LEDGER_BROKER_VISIBILITY_TIMEOUT", "LEDGER_SIGNING_PASSPHRASE",
+                  "CACHE_URL", "LEDGER_BROKER_VISIBILITY_TIMEOUT", "LEDGER_SIGNING_PASSPHRASE", "SECRET_KEY",
                   "DJANGO_SETTINGS_MODULE"}
 
 
