@@ -99,13 +99,17 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["config.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "config.errors.api_exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "config.schema.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Forgetting Ledger API",
     "DESCRIPTION": "Governed agent memory, retention mandates, subject requests and signed tombstones.",
     "VERSION": "1",
+    # The schema endpoint is not an operation of the API; the one PATCH (a rule's duration) takes the
+    # whole body, not a partial one.
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_PATCH": False,
     "ENUM_NAME_OVERRIDES": {
         "ArtifactKindEnum": "memory.models.ArtifactKind",
         "RuleKindEnum": "retention.models.RuleKind",
