@@ -403,6 +403,17 @@ def test_received_at_before_year_one_in_utc_is_invalid_received_at(operator, wor
     assert not Subject.objects.filter(ref="s-9").exists()
 
 
+@pytest.mark.parametrize("received_at,stored", [
+    ("0457-05-18T06:36:40-17:39", "0457-05-19T00:15:40+00:00"),   # PostgreSQL takes offsets up to 15:59
+    ("2025-03-01T23:30:00+23:59", "2025-02-28T23:31:00+00:00"),
+])
+def test_received_at_with_an_offset_postgresql_refuses_is_stored_in_utc(operator, world, received_at, stored):
+    response = post(operator, "/api/v1/requests", {"subject": "s-9", "type": "erasure", "regulation": "gdpr",
+                                                   "channel": "email", "received_at": received_at})
+    assert response.status_code == 201, response.json()
+    assert SubjectRequest.objects.get(pk=response.json()["id"]).received_at.isoformat() == stored
+
+
 @pytest.mark.parametrize("received_at", ["9999-12-31T23:59:59-14:00", "9999-12-31T23:59:59.999999Z"])
 def test_received_at_near_year_9999_is_invalid_received_at(operator, world, received_at):
     before = snapshot()

@@ -17,7 +17,7 @@ from memory.services.tokens import token_issue
 from retention.services import hold_place
 from tests.factories import ContentClassFactory, TenantFactory, record, rule
 
-EXAMPLES_PER_OPERATION = 25
+EXAMPLES_PER_OPERATION = 40
 CONFIG = {
     "seed": 19,
     "phases": {"examples": {"enabled": True}, "coverage": {"enabled": True}, "fuzzing": {"enabled": True},

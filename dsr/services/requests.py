@@ -70,8 +70,10 @@ def request_create(
     if not isinstance(received_at, datetime) or timezone.is_naive(received_at):
         raise errors.invalid("invalid_received_at", "received_at must be a date and time with its UTC offset.")
     try:
-        # Deadlines count in UTC: 0001-01-01T00:00+14:00 is a day before year 1, which Python cannot hold.
-        received_at.astimezone(UTC)
+        # Deadlines count in UTC, and the instant is stored in UTC: PostgreSQL takes offsets up to 15:59,
+        # Python up to 23:59 (-17:39 is a DataError). 0001-01-01T00:00+14:00 is a day before year 1 in UTC,
+        # which Python cannot hold.
+        received_at = received_at.astimezone(UTC)
     except OverflowError:
         raise errors.invalid("invalid_received_at", "received_at is out of range in UTC.") from None
     if received_at > now + RECEIPT_CLOCK_SKEW:
