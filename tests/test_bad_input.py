@@ -438,3 +438,29 @@ def test_integers_past_64_bits_are_not_found(agent, world, url, body):
 def test_integer_of_thousands_of_digits_is_malformed_json(agent, world):
     response = post(agent, "/api/v1/memory/forget", '{"target": {"record_id": 1' + "0" * 5000 + '}, "mode": "hard"}')
     assert (response.status_code, response.json()["code"]) == (400, "malformed_json")
+
+
+PATH_ID_ENDPOINTS = [
+    ("agent", "GET", "/api/v1/memory/records/{id}"),
+    ("agent", "GET", "/api/v1/memory/records/{id}/artifacts"),
+    ("agent", "POST", "/api/v1/memory/fleet-notices/{id}/ack"),
+    ("legal", "GET", "/api/v1/retention/rules/{id}"),
+    ("legal", "PATCH", "/api/v1/retention/rules/{id}"),
+    ("legal", "POST", "/api/v1/retention/rules/{id}/retire"),
+    ("legal", "POST", "/api/v1/holds/{id}/release"),
+    ("operator", "GET", "/api/v1/requests/{id}"),
+    ("operator", "GET", "/api/v1/requests/{id}/export"),
+    ("operator", "POST", "/api/v1/requests/{id}/verify-identity"),
+    ("operator", "POST", "/api/v1/requests/{id}/reject-identity"),
+    ("operator", "POST", "/api/v1/requests/{id}/extend"),
+    ("operator", "POST", "/api/v1/requests/{id}/start"),
+]
+
+
+@pytest.mark.parametrize("big", [0, 2**63, 10**30])
+@pytest.mark.parametrize("role,method,url", PATH_ID_ENDPOINTS)
+def test_an_id_past_64_bits_in_a_path_is_not_found(clients, own, role, method, url, big):
+    before = snapshot()
+    response = send(clients, role, method, url.replace("{id}", str(big)), own, "{}")
+    assert (response.status_code, response.json()["code"]) == (404, "not_found"), response.json()
+    assert snapshot() == before
