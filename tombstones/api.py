@@ -10,9 +10,9 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .dsse import b64encode
 from config.schema import ErrorSerializer
 
+from .dsse import b64encode
 from .errors import TombstoneError
 from .jwk import format_time
 from .note import checkpoint_parse
