@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api import StrictCharField, StrictSerializer, role_required
+from config.schema import ErrorSerializer
 from dsr import errors, selectors, services
 from dsr.services import workflow
 from dsr.models import Channel, ConflictStatus, Regulation, RequestStatus, RequestTransition, RequestType
@@ -190,7 +191,7 @@ class _RequestActionView(APIView):
 class VerifyIdentityView(_RequestActionView):
     body_class = MethodIn
 
-    @extend_schema(request=MethodIn, responses={200: RequestOut})
+    @extend_schema(request=MethodIn, responses={200: RequestOut, 409: ErrorSerializer})
     def post(self, request, request_id: int):
         return super().post(request, request_id)
 
@@ -201,7 +202,7 @@ class VerifyIdentityView(_RequestActionView):
 class RejectIdentityView(_RequestActionView):
     body_class = ReasonIn
 
-    @extend_schema(request=ReasonIn, responses={200: RequestOut})
+    @extend_schema(request=ReasonIn, responses={200: RequestOut, 409: ErrorSerializer})
     def post(self, request, request_id: int):
         return super().post(request, request_id)
 
@@ -212,7 +213,7 @@ class RejectIdentityView(_RequestActionView):
 class ExtendView(_RequestActionView):
     body_class = ReasonIn
 
-    @extend_schema(request=ReasonIn, responses={200: RequestOut})
+    @extend_schema(request=ReasonIn, responses={200: RequestOut, 409: ErrorSerializer, 503: ErrorSerializer})
     def post(self, request, request_id: int):
         return super().post(request, request_id)
 
@@ -229,7 +230,7 @@ class StartView(_RequestActionView):
 
     body_class = EmptyIn
 
-    @extend_schema(request=None, responses={200: RequestOut})
+    @extend_schema(request=EmptyIn, responses={200: RequestOut, 409: ErrorSerializer})
     def post(self, request, request_id: int):
         return super().post(request, request_id)
 

@@ -2,14 +2,17 @@
 call one service or selector, and present; the rules live in memory.services and memory.selectors."""
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (OpenApiParameter, PolymorphicProxySerializer, extend_schema, extend_schema_field,
+                                   inline_serializer)
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api import StrictCharField, StrictIntegerField, StrictSerializer, role_required
+from config.schema import ErrorSerializer, page_of
 from memory import errors, selectors, services
 from memory.services import fleet
+from memory.services.targets import MAX_TARGET_ITEMS
 from memory.models import ArtifactKind, DerivedArtifact, ForgetMode, Record, Tier
 
 AgentOnly = role_required("agent")
@@ -27,7 +30,7 @@ class RecordOut(serializers.ModelSerializer):
     scope = serializers.CharField(source="scope.path")
     subject = serializers.CharField(source="subject.ref", allow_null=True, default=None)
     content_class = serializers.CharField(source="content_class.name")
-    locked_until = serializers.DateTimeField(source="retained_until")
+    locked_until = serializers.DateTimeField(source="retained_until", allow_null=True)
 
     class Meta:
         model = Record
@@ -44,6 +47,30 @@ class ArtifactOut(serializers.ModelSerializer):
 
     def get_derived_from(self, artifact) -> list[int]:
         return sorted(link.source_id for link in artifact.lineage.all())
+
+
+class SearchHitOut(serializers.Serializer):
+    record = RecordOut()
+    score = serializers.FloatField(required=False, help_text="Similarity, in `similar` mode only.")
+
+
+class HandleOut(serializers.Serializer):
+    sequence = serializers.IntegerField()
+    tombstone_id = serializers.UUIDField(allow_null=True)
+
+
+class ForgetRecordOut(serializers.Serializer):
+    record_id = serializers.IntegerField()
+    outcome = serializers.ChoiceField(choices=["hidden", "redacted", "deleted", "refused"])
+    reason = serializers.DictField(required=False, help_text="A refusal's reason: code, detail, authority, "
+                                   "locked_until, blocking (rules and holds), permitted_modes.")
+
+
+class ForgetOut(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["forgotten", "partial", "refused"])
+    results = ForgetRecordOut(many=True)
+    erasure_pending = serializers.BooleanField()
+    handle = HandleOut()
 
 
 class WriteIn(StrictSerializer):
@@ -72,7 +99,9 @@ class WriteIn(StrictSerializer):
 class RecordsView(APIView):
     permission_classes = [AgentOnly]
 
-    @extend_schema(request=WriteIn, responses={201: RecordOut})
+    @extend_schema(request=WriteIn, responses={
+        201: PolymorphicProxySerializer("Written", serializers=[RecordOut, ArtifactOut], resource_type_field_name=None),
+        409: ErrorSerializer})
     def post(self, request):
         body = WriteIn(data=request.data)
         body.is_valid(raise_exception=True)
@@ -90,7 +119,8 @@ class RecordsView(APIView):
 
     @extend_schema(parameters=[OpenApiParameter("scope", str, required=True),
                                OpenApiParameter("limit", int), OpenApiParameter("after", int)],
-                   responses={200: RecordOut(many=True)})
+                   responses={200: page_of(RecordOut, "RecordPage", next_after=serializers.IntegerField(
+                       allow_null=True, help_text="`after` for the next page; null when this one is empty."))})
     def get(self, request):
         params = _Query(request.query_params)
         records = selectors.records_in_scope(tenant=_tenant_of(request), scope_path=params.str("scope"),
@@ -123,7 +153,7 @@ class _Query:
 class RecordView(APIView):
     permission_classes = [AgentOnly]
 
-    @extend_schema(responses={200: RecordOut})
+    @extend_schema(responses={200: RecordOut, 410: ErrorSerializer})
     def get(self, request, record_id: int):
         return Response(RecordOut(selectors.record_read(tenant=_tenant_of(request), record_id=record_id)).data)
 
@@ -131,7 +161,7 @@ class RecordView(APIView):
 class RecordArtifactsView(APIView):
     permission_classes = [AgentOnly]
 
-    @extend_schema(responses={200: ArtifactOut(many=True)})
+    @extend_schema(responses={200: page_of(ArtifactOut, "ArtifactPage")})
     def get(self, request, record_id: int):
         artifacts = selectors.artifacts_for_source(tenant=_tenant_of(request), record_id=record_id)
         return Response({"results": ArtifactOut(artifacts, many=True).data})
@@ -143,8 +173,7 @@ class SearchView(APIView):
     @extend_schema(parameters=[OpenApiParameter("q", str, required=True),
                                OpenApiParameter("mode", str, enum=["keyword", "similar"]),
                                OpenApiParameter("limit", int)],
-                   responses={200: inline_serializer("SearchOut", {"results": serializers.ListField(
-                       child=serializers.DictField())})})
+                   responses={200: page_of(SearchHitOut, "SearchPage")})
     def get(self, request):
         params = _Query(request.query_params)
         tenant, q, limit = _tenant_of(request), params.str("q"), params.int("limit", 10)
@@ -159,8 +188,36 @@ class SearchView(APIView):
         return Response({"results": hits})
 
 
+def _one_or_many(item: dict) -> dict:
+    return {"oneOf": [item, {"type": "array", "items": item, "minItems": 1, "maxItems": MAX_TARGET_ITEMS}]}
+
+
+@extend_schema_field({
+    "type": "object", "minProperties": 1, "maxProperties": 1, "additionalProperties": False,
+    "description": "Exactly one of these.",
+    "properties": {
+        "record_id": _one_or_many({"type": "integer", "minimum": 1}),
+        "scope": {"type": "string", "description": "A scope path such as `user:42/session:7`; its descendants too."},
+        "tag": {"type": "string", "minLength": 1, "maxLength": 100},
+        "subject": _one_or_many({"type": "string", "minLength": 1, "maxLength": 200}),
+    },
+})
+class TargetField(serializers.JSONField):
+    """What a forget aims at; `ForgetTarget.parse` checks it and says why (`invalid_target`)."""
+
+
+@extend_schema_field({
+    "type": "object", "minProperties": 1, "additionalProperties": False,
+    "description": "The handle a forget answered, or a part of it.",
+    "properties": {"sequence": {"type": "integer", "minimum": 1},
+                   "tombstone_id": {"type": "string", "format": "uuid"}},
+})
+class HandleField(serializers.JSONField):
+    """Checked by `forget_event_get` (`invalid_handle`)."""
+
+
 class ForgetIn(StrictSerializer):
-    target = serializers.JSONField()
+    target = TargetField()
     mode = serializers.ChoiceField(choices=ForgetMode.choices)
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
     tenant = StrictCharField(required=False)
@@ -169,12 +226,8 @@ class ForgetIn(StrictSerializer):
 class ForgetView(APIView):
     permission_classes = [AgentOnly]
 
-    @extend_schema(request=ForgetIn, responses={200: inline_serializer("ForgetOut", {
-        "status": serializers.ChoiceField(choices=["forgotten", "partial", "refused"]),
-        "results": serializers.ListField(child=serializers.DictField()),
-        "erasure_pending": serializers.BooleanField(),
-        "handle": serializers.DictField(),
-    })})
+    @extend_schema(request=ForgetIn, responses={200: ForgetOut, 409: PolymorphicProxySerializer(
+        "ForgetRefused", serializers=[ForgetOut, ErrorSerializer], resource_type_field_name=None)})
     def post(self, request):
         body = ForgetIn(data=request.data)
         body.is_valid(raise_exception=True)
@@ -190,7 +243,7 @@ class ForgetView(APIView):
 
 
 class ConfirmIn(StrictSerializer):
-    handle = serializers.JSONField()
+    handle = HandleField()
     tenant = StrictCharField(required=False)
 
 
@@ -199,11 +252,14 @@ class ConfirmErasureView(APIView):
 
     @extend_schema(request=ConfirmIn, responses={200: inline_serializer("ConfirmOut", {
         "erased": serializers.BooleanField(),
-        "handle": serializers.DictField(),
+        "handle": HandleOut(),
         "evidence": serializers.ListField(child=serializers.DictField()),
         "not_covered": serializers.ListField(child=serializers.DictField()),
     }), 409: inline_serializer("ConfirmGapsOut", {
         "code": serializers.CharField(), "detail": serializers.CharField(), "erased": serializers.BooleanField(),
+        "handle": HandleOut(),
+        "evidence": serializers.ListField(child=serializers.DictField()),
+        "not_covered": serializers.ListField(child=serializers.DictField()),
         "gaps": serializers.ListField(child=serializers.DictField()),
     })})
     def post(self, request):
@@ -233,7 +289,7 @@ class FleetNoticesView(APIView):
     permission_classes = [AgentOnly]
 
     @extend_schema(parameters=[OpenApiParameter("holder", str, required=True)],
-                   responses={200: FleetNoticeOut(many=True)})
+                   responses={200: page_of(FleetNoticeOut, "FleetNoticePage")})
     def get(self, request):
         notices = fleet.fleet_notices_pending(tenant=_tenant_of(request), holder=_Query(request.query_params).str("holder"))
         return Response({"results": FleetNoticeOut(notices[:MAX_NOTICES], many=True).data})

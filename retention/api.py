@@ -7,6 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api import StrictCharField, StrictIntegerField, StrictSerializer, role_required
+from config.schema import ErrorSerializer, page_of
 from memory.models import Scope
 from memory.services.scopes import scope_path_parse
 from memory.subjects import subject_find
@@ -46,12 +47,12 @@ class ContentClassIn(StrictSerializer):
 
 
 class ContentClassesView(_LegalView):
-    @extend_schema(responses={200: ContentClassOut(many=True)})
+    @extend_schema(responses={200: page_of(ContentClassOut, "ContentClassPage")})
     def get(self, request):
         classes = ContentClass.objects.filter(tenant=request.auth.tenant).order_by("name")
         return Response({"results": ContentClassOut(classes, many=True).data})
 
-    @extend_schema(request=ContentClassIn, responses={201: ContentClassOut})
+    @extend_schema(request=ContentClassIn, responses={201: ContentClassOut, 409: ErrorSerializer})
     def post(self, request):
         body = ContentClassIn(data=request.data)
         body.is_valid(raise_exception=True)
@@ -79,7 +80,7 @@ class RuleIn(StrictSerializer):
 
 
 class RulesView(_LegalView):
-    @extend_schema(responses={200: RuleOut(many=True)})
+    @extend_schema(responses={200: page_of(RuleOut, "RulePage")})
     def get(self, request):
         rules = RetentionRule.objects.filter(tenant=request.auth.tenant).select_related("content_class").order_by("pk")
         return Response({"results": RuleOut(rules, many=True).data})
@@ -107,7 +108,7 @@ class RuleView(_LegalView):
     def get(self, request, rule_id: int):
         return Response(RuleOut(_owned(RetentionRule, request.auth.tenant, rule_id, "rule")).data)
 
-    @extend_schema(request=RuleChangeIn, responses={200: RuleOut})
+    @extend_schema(request=RuleChangeIn, responses={200: RuleOut, 409: ErrorSerializer})
     def patch(self, request, rule_id: int):
         rule = _owned(RetentionRule, request.auth.tenant, rule_id, "rule")
         body = RuleChangeIn(data=request.data)
@@ -121,7 +122,7 @@ class JustificationIn(StrictSerializer):
 
 
 class RuleRetireView(_LegalView):
-    @extend_schema(request=JustificationIn, responses={200: RuleOut})
+    @extend_schema(request=JustificationIn, responses={200: RuleOut, 409: ErrorSerializer})
     def post(self, request, rule_id: int):
         rule = _owned(RetentionRule, request.auth.tenant, rule_id, "rule")
         body = JustificationIn(data=request.data)
@@ -130,9 +131,9 @@ class RuleRetireView(_LegalView):
 
 
 class HoldOut(serializers.ModelSerializer):
-    subject = serializers.CharField(source="subject.ref", default=None)
-    content_class = serializers.CharField(source="content_class.name", default=None)
-    scope = serializers.CharField(source="scope.path", default=None)
+    subject = serializers.CharField(source="subject.ref", default=None, allow_null=True)
+    content_class = serializers.CharField(source="content_class.name", default=None, allow_null=True)
+    scope = serializers.CharField(source="scope.path", default=None, allow_null=True)
     record_ids = serializers.SerializerMethodField()
     active = serializers.BooleanField(source="is_active")
 
@@ -160,7 +161,7 @@ class HoldsView(_LegalView):
         return (LegalHold.objects.filter(tenant=request.auth.tenant)
                 .select_related("subject", "content_class", "scope").prefetch_related("listed_records"))
 
-    @extend_schema(responses={200: HoldOut(many=True)})
+    @extend_schema(responses={200: page_of(HoldOut, "HoldPage")})
     def get(self, request):
         return Response({"results": HoldOut(self._holds(request).order_by("pk"), many=True).data})
 
@@ -191,7 +192,7 @@ class ReleaseIn(StrictSerializer):
 
 
 class HoldReleaseView(_LegalView):
-    @extend_schema(request=ReleaseIn, responses={200: HoldOut})
+    @extend_schema(request=ReleaseIn, responses={200: HoldOut, 409: ErrorSerializer})
     def post(self, request, hold_id: int):
         hold = _owned(LegalHold, request.auth.tenant, hold_id, "hold")
         body = ReleaseIn(data=request.data)

@@ -4,11 +4,13 @@ from __future__ import annotations
 import re
 
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from config.schema import ErrorSerializer
 
 from .dsse import b64encode
 from .errors import TombstoneError
@@ -52,8 +54,13 @@ class PublicView(APIView):
         rate_limit_check(request=request, bucket="api", limit=settings.LEDGER_PUBLIC_API_RATE_LIMIT)
 
 
+Base64List = serializers.ListField(child=serializers.CharField(), help_text="base64 SHA-256 hashes")
+
+
 class KeySetView(PublicView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="Every tombstone and checkpoint key (JWKS)")
+    @extend_schema(responses={200: inline_serializer("KeySet", {"keys": serializers.ListField(
+        child=serializers.DictField(), help_text="JWKs (RFC 7517, OKP Ed25519), current and retired")})},
+        summary="Every tombstone and checkpoint key (JWKS)")
     def get(self, request):
         keys_ensure()
         response = Response(jwks_document())
@@ -62,7 +69,10 @@ class KeySetView(PublicView):
 
 
 class CheckpointView(PublicView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="The log's latest signed checkpoint")
+    @extend_schema(responses={200: inline_serializer("Checkpoint", {
+        "origin": serializers.CharField(), "tree_size": serializers.IntegerField(),
+        "root_hash": serializers.CharField(), "time": serializers.CharField(), "note": serializers.CharField()}),
+        503: ErrorSerializer}, summary="The log's latest signed checkpoint")
     def get(self, request):
         checkpoint = checkpoint_sign()
         parsed, _ = checkpoint_parse(checkpoint.note)
@@ -75,7 +85,10 @@ class InclusionView(PublicView):
     @extend_schema(
         parameters=[OpenApiParameter("tombstone_id", str), OpenApiParameter("leaf_index", int),
                     OpenApiParameter("tree_size", int, description="default: the latest checkpoint's size")],
-        responses={200: OpenApiTypes.OBJECT}, summary="An inclusion proof (RFC 9162) for a tombstone")
+        responses={200: inline_serializer("InclusionProof", {
+            "leaf_index": serializers.IntegerField(), "tree_size": serializers.IntegerField(), "hashes": Base64List}),
+            503: ErrorSerializer},
+        summary="An inclusion proof (RFC 9162) for a tombstone")
     def get(self, request):
         if request.query_params.get("tombstone_id"):
             leaf_index = tombstone_get(tombstone_id=request.query_params["tombstone_id"]).leaf_index
@@ -90,7 +103,10 @@ class ConsistencyView(PublicView):
     @extend_schema(
         parameters=[OpenApiParameter("first", int, required=True),
                     OpenApiParameter("second", int, description="default: the latest checkpoint's size")],
-        responses={200: OpenApiTypes.OBJECT}, summary="A consistency proof (RFC 9162) between two tree sizes")
+        responses={200: inline_serializer("ConsistencyProof", {
+            "first": serializers.IntegerField(), "second": serializers.IntegerField(), "hashes": Base64List}),
+            503: ErrorSerializer},
+        summary="A consistency proof (RFC 9162) between two tree sizes")
     def get(self, request):
         first, second = _int_param(request, "first"), _size_param(request, "second")
         hashes = consistency_proof_get(first=first, second=second)
@@ -98,6 +114,10 @@ class ConsistencyView(PublicView):
 
 
 class TombstoneView(PublicView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="A tombstone's signed DSSE envelope")
+    @extend_schema(responses={200: inline_serializer("Envelope", {
+        "payloadType": serializers.CharField(), "payload": serializers.CharField(help_text="base64 statement"),
+        "signatures": serializers.ListField(child=inline_serializer("EnvelopeSignature", {
+            "keyid": serializers.CharField(), "sig": serializers.CharField()}))})},
+        summary="A tombstone's signed DSSE envelope")
     def get(self, request, tombstone_id: str):
         return Response(envelope_of(tombstone_get(tombstone_id=tombstone_id)))

@@ -18,6 +18,10 @@ RECEIPT_FORMAT = "forgetting-ledger-receipt/v1"
 # A forget of many subjects lists every record in one tombstone (~120 bytes each): 32 MB is ~250,000.
 MAX_RECEIPT_BYTES = 32 * 1024 * 1024
 MAX_PROOF_HASHES = 64
+# A receipt, a statement or a key set nests a few levels. Python's `json` recurses once per level and
+# raises RecursionError near 1,000; a structure just under that parses, then overflows the stack where
+# it is compared or shown. The verifier reads text from anyone (the public page, a file): deeper is refused.
+MAX_JSON_DEPTH = 32
 
 
 class Malformed(ValueError):
@@ -38,6 +42,23 @@ class Receipt:
     checkpoint_signatures: list[tuple[str, bytes, bytes]]
     salts: dict[str, str]
     envelope: dict
+
+
+def json_parse(text: str | bytes) -> Any:
+    """`json.loads` for text from outside: nesting past MAX_JSON_DEPTH is a ValueError, as any malformed
+    JSON is, never a RecursionError."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    stack = [(data, 1)]  # (a value, how many objects and arrays it is inside, itself included)
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+            stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+    return data
 
 
 def _int(value: Any, name: str) -> int:
@@ -78,7 +99,7 @@ def receipt_parse(document: Any) -> Receipt:
         if len(document) > MAX_RECEIPT_BYTES:
             raise Malformed("it is larger than a receipt can be")
         try:
-            document = json.loads(document)
+            document = json_parse(document)
         except (ValueError, UnicodeDecodeError):
             raise Malformed("it is not JSON") from None
     if not isinstance(document, dict):

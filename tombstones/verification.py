@@ -8,7 +8,6 @@ optionally, another checkpoint of the same log with a consistency proof between 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -17,7 +16,7 @@ from . import merkle
 from .dsse import pae
 from .jwk import PURPOSE_CHECKPOINT, PURPOSE_TOMBSTONE, PublicKey, format_time
 from .note import Checkpoint, NoteError, checkpoint_parse, checkpoint_signer
-from .receipt import Malformed, Receipt, hashes_parse, receipt_parse
+from .receipt import Malformed, Receipt, hashes_parse, json_parse, receipt_parse
 from .vocabulary import is_authority, is_path
 
 GENUINE = "genuine"
@@ -198,7 +197,7 @@ class _Run:
                                                     "in the log")
             raise _Fail("signature_mismatch")
         try:
-            statement = json.loads(r.payload)
+            statement = json_parse(r.payload)
         except ValueError:
             statement = None
         if not isinstance(statement, dict):

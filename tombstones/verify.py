@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from .jwk import jwks_parse
+from .receipt import json_parse
 from .verification import verify_receipt
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
@@ -42,12 +43,12 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, *, out) -> int:
     """Verify as `args` say (the options of `add_arguments`), print the report to `out`, return the exit status."""
     try:
-        keys = jwks_parse(json.loads(_read(args.keys)))
+        keys = jwks_parse(json_parse(_read(args.keys)))
         receipt = _read(args.receipt)
         other = _read(args.other_checkpoint) if args.other_checkpoint else None
         proof = None
         if args.consistency_proof:
-            proof = json.loads(_read(args.consistency_proof))
+            proof = json_parse(_read(args.consistency_proof))
             proof = proof.get("hashes") if isinstance(proof, dict) else proof
         content = _read(args.content_file) if args.content_file else None
     except (OSError, ValueError) as exc:

@@ -5,8 +5,6 @@ salts or the content) to `verify.js`, which checks it again in the browser again
 """
 from __future__ import annotations
 
-import json
-
 from django.conf import settings
 from django.shortcuts import render
 from django.http import HttpResponse
@@ -16,6 +14,7 @@ from django.views.decorators.http import require_http_methods
 from .errors import TombstoneError
 from .forms import VerifyForm
 from .ratelimit import rate_limit_check
+from .receipt import json_parse
 from .services import receipt_build, receipt_complete, tombstone_verify
 from .verification import GENUINE_MESSAGE, REASONS
 
@@ -28,7 +27,7 @@ def _public_part(document) -> dict | None:
     """What the browser needs to check the receipt again: the receipt without its salts."""
     if isinstance(document, str):
         try:
-            document = json.loads(document)
+            document = json_parse(document)
         except ValueError:
             return None
     if not isinstance(document, dict):

@@ -7,7 +7,7 @@ in the same transaction as the change. `actor` is who acted, as the caller names
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -69,6 +69,13 @@ def request_create(
     received_at = now if received_at is None else received_at
     if not isinstance(received_at, datetime) or timezone.is_naive(received_at):
         raise errors.invalid("invalid_received_at", "received_at must be a date and time with its UTC offset.")
+    try:
+        # Deadlines count in UTC, and the instant is stored in UTC: PostgreSQL takes offsets up to 15:59,
+        # Python up to 23:59 (-17:39 is a DataError). 0001-01-01T00:00+14:00 is a day before year 1 in UTC,
+        # which Python cannot hold.
+        received_at = received_at.astimezone(UTC)
+    except OverflowError:
+        raise errors.invalid("invalid_received_at", "received_at is out of range in UTC.") from None
     if received_at > now + RECEIPT_CLOCK_SKEW:
         raise errors.invalid("invalid_received_at", "received_at is in the future.")
     if not isinstance(contact_email, str):

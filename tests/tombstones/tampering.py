@@ -190,4 +190,5 @@ MALFORMED_PASTES = [
     '"inclusion": {"leaf_index": "3"}}',
     '{"envelope": {"payloadType": "x", "payload": "", "signatures": [{"keyid": "k", "sig": "AA=="}]}, '
     '"checkpoint": "just one line"}',
+    "[" * 1_000 + "]" * 1_000,  # past Python's recursion limit: a RecursionError, not a ValueError, from json
 ]

@@ -70,7 +70,8 @@ def test_content_coverage_decides_the_exit_status(files):
     assert result.returncode == 1 and "Not covered" in result.stdout
 
 
-@pytest.mark.parametrize("keys_text", ["not json", '{"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "AAAA"}]}'])
+@pytest.mark.parametrize("keys_text", ["not json", '{"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "AAAA"}]}',
+                                       "[" * 1_000 + "]" * 1_000])
 def test_unusable_key_set_exits_two(files, keys_text):
     path, _ = files
     (path / "bad-keys.json").write_text(keys_text)

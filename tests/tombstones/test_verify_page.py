@@ -1,4 +1,5 @@
 """The public page without JavaScript: the server verifies, says why, shows no personal data, limits rates."""
+import base64
 import json
 import re
 
@@ -82,6 +83,14 @@ def test_malformed_paste_gets_a_400_with_a_clear_message(client, paste):
     response = client.post("/verify/", {"receipt": paste})
     assert response.status_code == 400 and verdict(response) == "malformed"
     assert "This is not a receipt we can read" in response.content.decode()
+
+
+def test_envelope_with_a_deeply_nested_payload_gets_a_verdict_not_an_error(client):
+    payload = base64.b64encode(("[" * 1_000 + "]" * 1_000).encode()).decode()
+    envelope = {"payloadType": "application/vnd.in-toto+json", "payload": payload,
+                "signatures": [{"keyid": "k", "sig": "AAAA"}]}
+    response = client.post("/verify/", {"receipt": json.dumps(envelope)})
+    assert response.status_code in (200, 400) and verdict(response) not in ("", "genuine")
 
 
 def test_binary_upload_is_a_malformed_receipt_not_an_error(client):

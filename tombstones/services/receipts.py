@@ -15,7 +15,7 @@ from .. import merkle
 from ..dsse import b64encode, envelope_build
 from ..errors import TombstoneError
 from ..models import Checkpoint, Tombstone, TombstoneSalts
-from ..receipt import RECEIPT_FORMAT, Malformed, Receipt, receipt_parse
+from ..receipt import RECEIPT_FORMAT, Malformed, Receipt, json_parse, receipt_parse
 from ..selectors import consistency_proof_get, keys_published, nodes_stored, tombstone_get
 from ..verification import REASONS, Report, verify_receipt
 from .log import checkpoint_sign
@@ -114,7 +114,7 @@ def salts_destroy(*, tombstone_ids: list[uuid.UUID | str]) -> int:
 
 def _statement_id(receipt: Receipt) -> str | None:
     try:
-        statement = json.loads(receipt.payload)
+        statement = json_parse(receipt.payload)
     except ValueError:
         return None
     return statement.get("tombstone_id") if isinstance(statement, dict) else None
@@ -133,7 +133,7 @@ def _changed_fields(stored: Any, received: Any, path: str = "") -> list[str]:
 def _name_changed_fields(report: Report, receipt: Receipt) -> None:
     try:
         stored = tombstone_get(tombstone_id=receipt.tombstone_id or _statement_id(receipt) or "")
-        changed = _changed_fields(json.loads(bytes(stored.payload)), json.loads(receipt.payload))
+        changed = _changed_fields(json.loads(bytes(stored.payload)), json_parse(receipt.payload))
     except (TombstoneError, ValueError):
         return
     if changed:
