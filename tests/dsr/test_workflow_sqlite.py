@@ -90,3 +90,39 @@ def test_the_erasure_scenario_runs_to_partially_completed_on_sqlite(tmp_path):
     assert found["notices"] == 1
     assert found["history"].count("plan") == found["history"].count("evaluate") == 1
     assert found["verified"] == found["rebuilt"] == ["genuine", "genuine"]
+
+
+OVERRIDE = r"""
+import json
+from django.db import IntegrityError, transaction
+from memory.models import Record
+from retention.locks import lock_override
+from retention.models import ContentClass
+from tests.dsr.workflow_fixtures import erasure_scenario
+from tests.factories import record, rule
+
+scenario = erasure_scenario()
+trades = ContentClass.objects.get(tenant=scenario.tenant, name="trade-ledger")
+rule(scenario.tenant, trades, days=3000, mode="governance", authority="internal policy")
+support = ContentClass.objects.create(tenant=scenario.tenant, name="support")
+rule(scenario.tenant, support, days=400, mode="governance", authority="policy", protects="content")
+ticket = record(scenario.tenant, support, content="a ticket")
+refused = {}
+for name, pk in (("compliance", scenario.under_rule.pk), ("hold", scenario.under_hold.pk), ("governance", ticket.pk)):
+    try:
+        with transaction.atomic():
+            lock_override(record_id=pk)
+    except IntegrityError as exc:
+        refused[name] = str(exc).split(":")[0]
+ticket.refresh_from_db()
+print(json.dumps({"refused": refused, "ticket_lock": [ticket.retained_until, ticket.lock_protects_content]}))
+"""
+
+
+def test_legal_override_on_sqlite_ends_a_governance_lock_only(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'ledger.sqlite3'}", LEDGER_VAR_DIR=str(tmp_path),
+               DJANGO_SETTINGS_MODULE="config.settings", EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend")
+    _manage("migrate", "--noinput", "--skip-checks", env=env)
+    found = json.loads(_manage("shell", "-c", OVERRIDE, env=env).strip().splitlines()[-1])
+    assert found == {"refused": {"compliance": "retention_lock", "hold": "legal_hold"}, "ticket_lock": [None, False]}
