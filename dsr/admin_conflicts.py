@@ -8,7 +8,8 @@ when the dsr app is ready (dsr/apps.py), so dsr/admin.py need not import this mo
 from __future__ import annotations
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
@@ -16,12 +17,24 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from config.admin_pages import act_page, page_render
-from dsr.admin import DefaultChoiceFilter, actor_of
+from config.admin_pages import act_page, page_render, refusal_text
+from config.errors import ApplicationError
+from dsr.admin import DefaultChoiceFilter, actor_of, countdown_html
 from dsr.admin_media import MEDIA_CSS
 from dsr.dashboard import conflict_page_get
 from dsr.models import ConflictStatus, RetentionConflict
-from dsr.services.conflicts import conflict_defer, conflict_override, conflict_uphold
+from dsr.services.conflicts import (
+    MAX_SELECTION,
+    conflict_defer,
+    conflict_override,
+    conflict_uphold,
+    decide_conflicts,
+    override_refusal,
+    selection_check,
+)
+
+# The conflicts queue has more columns than the request queue: its own sheet lets it fit (conflicts.css).
+CONFLICTS_CSS = {"all": [*MEDIA_CSS["all"], "ledger/conflicts.css"]}
 
 
 class ConflictDecisionForm(forms.Form):
@@ -75,23 +88,26 @@ class ConflictStateFilter(DefaultChoiceFilter):
 
 @admin.register(RetentionConflict)
 class RetentionConflictAdmin(admin.ModelAdmin):
-    list_display = ["id", "request_link", "tenant", "record_id", "code", "authority", "locked_until", "status",
-                    "deferred_to", "opened_at"]
+    list_display = ["id", "request_link", "request_due", "tenant", "record_id", "code", "authority", "locked_until",
+                    "status", "deferred_to", "opened_at"]
     list_filter = [ConflictStateFilter, "status", ConflictCodeFilter, "tenant"]
     list_select_related = ["tenant"]
     list_per_page = 50
     show_full_result_count = False
     date_hierarchy = "opened_at"
-    ordering = ["opened_at", "pk"]
+    # Most urgent first: the subject's request whose deadline comes first (overdue ones at the top).
+    ordering = ["request__effective_due_date", "opened_at", "pk"]
     search_help_text = "A request id or a record id."
     search_fields = ["=record_id"]
     show_facets = admin.ShowFacets.NEVER
 
+    actions = ["decide_selected"]
+
     class Media:
-        css = MEDIA_CSS
+        css = CONFLICTS_CSS
 
     def changelist_view(self, request, extra_context=None):
-        return super().changelist_view(request, {"title": "Retention conflicts: oldest first",
+        return super().changelist_view(request, {"title": "Retention conflicts: most urgent request first",
                                                  **(extra_context or {})})
 
     def get_search_results(self, request, queryset, search_term):
@@ -121,6 +137,68 @@ class RetentionConflictAdmin(admin.ModelAdmin):
         return format_html('<a href="{}">request {}</a>',
                            reverse("admin:dsr_subjectrequest_change", args=[obj.request_id]), obj.request_id)
 
+    @admin.display(description="request due", ordering="request__effective_due_date")
+    def request_due(self, obj):
+        return countdown_html(obj.request)
+
+    def response_action(self, request, queryset):
+        # Django filters the selection with pk__in before any action runs: an id that is not a number would be a
+        # 500 there. Refused here instead, as the service refuses it.
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        if not all(x.isdigit() and len(x) < 19 for x in selected):
+            try:
+                selection_check(selected)  # not ids: refused (invalid_selection)
+            except ApplicationError as exc:
+                messages.error(request, refusal_text(exc))
+            return HttpResponseRedirect(request.get_full_path())
+        return super().response_action(request, queryset)
+
+    @admin.action(description="Decide the selected conflicts", permissions=["change"])
+    def decide_selected(self, request, queryset):
+        """One decision and one justification over the selection, each conflict decided on its own by the
+        service; all or nothing. First a page with the form; its submission (`apply`) decides."""
+        if request.POST.get("select_across") == "1":
+            ids = list(queryset.order_by("pk").values_list("pk", flat=True)[:MAX_SELECTION + 1])
+        else:
+            # The ids as selected, not as the queue's filter finds them now: one decided meanwhile must be
+            # named in the refusal, not dropped silently.
+            ids = [int(x) for x in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)]  # digits: response_action
+        try:
+            ids = selection_check(ids)
+        except ApplicationError as exc:
+            messages.error(request, refusal_text(exc))
+            return None
+        refused = []
+        if "apply" in request.POST:
+            form = ConflictDecisionForm(request.POST)
+            if form.is_valid():
+                data = form.cleaned_data
+                try:
+                    decided = decide_conflicts(conflict_ids=ids, decision=data["decision"],
+                                               actor=actor_of(request), justification=data["justification"],
+                                               until=data["until"])
+                except ApplicationError as exc:
+                    messages.error(request, refusal_text(exc))
+                    refused = exc.extra.get("refused", [])
+                else:
+                    for conflict in decided:
+                        self.log_change(request, conflict, f"{conflict.get_status_display()} (with {len(decided)} "
+                                                           "selected conflicts)")
+                    done = {"uphold": "upheld", "override": "overridden", "defer": "deferred"}[data["decision"]]
+                    messages.success(request, f"{len(decided)} conflict{'' if len(decided) == 1 else 's'} {done}, "
+                                              "each recorded on its own with your justification.")
+                    return None  # back to the queue
+        else:
+            form = ConflictDecisionForm()
+        why = {r["conflict_id"]: r for r in refused}
+        conflicts = list(RetentionConflict.objects.filter(pk__in=ids).select_related("request", "tenant")
+                         .order_by("request__effective_due_date", "opened_at", "pk"))
+        return page_render(self, request, "admin/ledger/conflicts_decide.html",
+                           title=f"Decide {len(ids)} conflict{'' if len(ids) == 1 else 's'}", form=form,
+                           rows=[(c, countdown_html(c.request), why.get(c.pk)) for c in conflicts],
+                           missing=[r for r in refused if r["code"] == "not_found"], ids=ids,
+                           action_name="decide_selected", limit=MAX_SELECTION)
+
     def can_decide(self, request, obj) -> bool:
         return self.has_change_permission(request, obj) and obj.status in (ConflictStatus.OPEN,
                                                                            ConflictStatus.DEFERRED)
@@ -133,9 +211,10 @@ class RetentionConflictAdmin(admin.ModelAdmin):
             raise PermissionDenied
         if request.method != "GET":
             return HttpResponseNotAllowed(["GET"])
+        decidable = self.can_decide(request, obj)
         return page_render(self, request, "admin/ledger/conflict_page.html", title=str(obj), obj=obj,
-                           page=conflict_page_get(conflict=obj),
-                           form=ConflictDecisionForm() if self.can_decide(request, obj) else None)
+                           page=conflict_page_get(conflict=obj), form=ConflictDecisionForm() if decidable else None,
+                           override_refused=override_refusal(obj) if decidable else None)
 
     def get_urls(self):
         wrap = self.admin_site.admin_view
@@ -168,4 +247,6 @@ class RetentionConflictAdmin(admin.ModelAdmin):
             title=str(obj), obj=obj, act=act, template="admin/ledger/conflict_page.html",
             done_url=lambda acted: reverse("admin:dsr_retentionconflict_change", args=[acted.pk]),
             page=conflict_page_get(conflict=obj),
+            # The same check the service makes when asked to override: the button is disabled for its reason.
+            override_refused=override_refusal(obj) if self.can_decide(request, obj) else None,
         )

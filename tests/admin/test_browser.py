@@ -208,9 +208,8 @@ def test_legal_resolves_conflicts_each_of_the_three_ways(page_as, live_server, w
     # A superuser cannot override a compliance-mode lock either.
     root = page_as("superuser")
     root.goto(f"{queue}{c.compliance.pk}/change/")
-    root.fill("#id_justification", "I am the superuser")
-    root.click("#decide-override")
-    assert "not even a superuser" in message(root, "error")
+    assert root.locator("#decide-override").is_disabled()
+    assert "not even a superuser" in root.locator("#override-refused").inner_text()
 
     page = page_as("legal")
     page.goto(queue)
@@ -222,10 +221,9 @@ def test_legal_resolves_conflicts_each_of_the_three_ways(page_as, live_server, w
     assert "sold 50 ACME" not in page.content()  # never the record's content
     assert "trade-ledger" in page.locator("#record").inner_text()
 
-    # Override refused (compliance mode), then upheld: the subject is told why.
-    page.fill("#id_justification", "Business wants it gone")
-    page.click("#decide-override")
-    assert "compliance_lock" in message(page, "error")
+    # Override refused (compliance mode): the button is disabled, saying why; then upheld: the subject is told why.
+    assert page.locator("#decide-override").is_disabled()
+    assert "compliance_lock" in page.locator("#override-refused").inner_text()
     shot(page, "conflict")
     page.fill("#id_justification", "SEC 17a-4 requires us to keep trade records for seven years.")
     page.click("#decide-uphold")
@@ -236,9 +234,8 @@ def test_legal_resolves_conflicts_each_of_the_three_ways(page_as, live_server, w
     # The hold: an override is refused while the hold is active; deferred to a date instead.
     page.goto(f"{queue}{c.hold.pk}/change/")
     assert "Roe v. Acme" in page.locator("#blocking").inner_text()
-    page.fill("#id_justification", "Settled?")
-    page.click("#decide-override")
-    assert "legal_hold" in message(page, "error")
+    assert page.locator("#decide-override").is_disabled()
+    assert "legal_hold" in page.locator("#override-refused").inner_text()
     later = timezone.now().date() + timedelta(days=21)
     page.fill("#id_justification", "Counsel expects the case to settle within three weeks.")
     page.fill("#id_until", later.isoformat())
