@@ -13,7 +13,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
+from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -31,6 +32,7 @@ from dsr.dashboard import (
     workflow_running,
 )
 from dsr.models import DONE_STATUSES, ConflictStatus, RequestStatus, RetentionConflict, SubjectRequest
+from dsr.next_step import clock_stopped, request_next_step, requests_needing_action, requests_nothing_left
 from dsr.selectors import requests_due_within, requests_overdue
 from dsr.services import request_extend, request_reject_identity, request_verify_identity
 from dsr.services.conflicts import conflict_defer, conflict_override, conflict_uphold
@@ -76,12 +78,19 @@ class QueueFilter(DefaultChoiceFilter):
     title = "queue"
     parameter_name = "queue"
 
+    default = "action"
+
     def lookups(self, request, model_admin):
-        return [("open", "Open"), ("overdue", "Overdue"), ("soon", f"Due within {SOON_DAYS} days"),
-                ("done", "Done"), ("all", "All")]
+        return [("action", "Needs action"), ("open", "Open"), ("overdue", "Overdue"),
+                ("soon", f"Due within {SOON_DAYS} days"), ("nothing", "Nothing left"), ("done", "Done"),
+                ("all", "All")]
 
     def queryset(self, request, queryset):
-        # The same predicates as dsr.selectors, so the open-requests partial index answers them.
+        # The same predicates as dsr.selectors and dsr.next_step, so the open-requests partial index answers them.
+        if self.effective == "action":
+            return requests_needing_action(queryset)
+        if self.effective == "nothing":
+            return requests_nothing_left(queryset)
         if self.effective == "open":
             return queryset.exclude(status__in=DONE_STATUSES)
         if self.effective == "overdue":
@@ -96,6 +105,9 @@ class QueueFilter(DefaultChoiceFilter):
 def countdown_html(obj: SubjectRequest):
     if obj.status in DONE_STATUSES:
         return format_html('<span class="ledger-countdown done">{}</span>', obj.get_status_display())
+    if clock_stopped(obj):  # the subject has their answer: the legal clock stopped (dsr.next_step)
+        return format_html('<span class="ledger-countdown done answered" title="answered {}">answered</span>',
+                           f"{obj.notified_at:%Y-%m-%d}")
     days = days_left(obj.effective_due_date)
     if days < 0:
         return format_html('<span class="ledger-countdown overdue" data-days="{}">overdue by {} day{}</span>',
@@ -146,8 +158,8 @@ class ConflictDecisionForm(forms.Form):
 
 @admin.register(SubjectRequest)
 class SubjectRequestAdmin(admin.ModelAdmin):
-    list_display = ["id", "countdown", "due", "status", "type", "regulation", "tenant", "subject_ref",
-                    "received_at"]
+    list_display = ["id", "countdown", "due", "status", "next_step", "open_conflicts", "type", "regulation",
+                    "tenant", "subject_ref", "received_at"]
     list_display_links = ["id"]
     # Indexes behind the filters (dsr.models): the queue's choices use the open-requests partial index or
     # (effective_due_date, id); status uses (status, effective_due_date, id); tenant (tenant, status). Type and
@@ -169,7 +181,11 @@ class SubjectRequestAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         requests = super().get_queryset(request).select_related("tenant", "subject")
         if request.resolver_match and request.resolver_match.url_name == "dsr_subjectrequest_changelist":
-            requests = requests.defer("export", "gaps")  # an access request's export can be large; not listed
+            # An access request's export can be large; not listed. The open conflicts are counted per row by a
+            # correlated subquery on the conflicts' (request, record) index: no query per row, no GROUP BY.
+            requests = requests.defer("export").annotate(open_conflicts_n=Coalesce(Subquery(
+                RetentionConflict.objects.filter(request=OuterRef("pk"), status=ConflictStatus.OPEN).order_by()
+                .values("request").annotate(n=Count("pk")).values("n"), output_field=IntegerField()), Value(0)))
         return requests
 
     def get_search_results(self, request, queryset, search_term):
@@ -205,6 +221,19 @@ class SubjectRequestAdmin(admin.ModelAdmin):
     @admin.display(description="time left", ordering="effective_due_date")
     def countdown(self, obj):
         return countdown_html(obj)
+
+    @admin.display(description="next step")
+    def next_step(self, obj):
+        step = request_next_step(obj, open_conflicts=getattr(obj, "open_conflicts_n", 0))
+        return format_html('<span class="ledger-next who-{}">{}</span>', step.who, step)
+
+    @admin.display(description="open conflicts", ordering="open_conflicts_n")
+    def open_conflicts(self, obj):
+        n = getattr(obj, "open_conflicts_n", 0)
+        if not n:
+            return "0"
+        return format_html('<a href="{}?q={}&amp;state=open">{}</a>',
+                           reverse("admin:dsr_retentionconflict_changelist"), obj.pk, n)
 
     @admin.display(description="due", ordering="effective_due_date")
     def due(self, obj):

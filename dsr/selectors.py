@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from dsr import errors
 from dsr.models import DONE_STATUSES, ItemOutcome, RequestItem, SubjectRequest
+from dsr.next_step import CLOCK_STOPPED
 from memory.models import Tenant
 
 MAX_ID = 2**63 - 1
@@ -31,13 +32,15 @@ def _today(today: date | None) -> date:
 
 
 def _open_requests(tenant: Tenant | None) -> QuerySet[SubjectRequest]:
-    # The same predicate as the partial index's condition, written the same way, so that it is implied.
-    requests = SubjectRequest.objects.exclude(status__in=DONE_STATUSES)
+    # The same predicate as the partial index's condition, written the same way, so that it is implied; and
+    # the clock stops once the subject has their answer (dsr.next_step): such a request is never overdue.
+    requests = SubjectRequest.objects.exclude(status__in=DONE_STATUSES).exclude(CLOCK_STOPPED)
     return requests.filter(tenant=tenant) if tenant is not None else requests
 
 
 def requests_overdue(*, today: date | None = None, tenant: Tenant | None = None) -> QuerySet[SubjectRequest]:
-    """Open requests whose (effective) due date has passed, most overdue first."""
+    """Open requests whose (effective) due date has passed and whose answer was not sent yet, most overdue
+    first."""
     return _open_requests(tenant).filter(effective_due_date__lt=_today(today)).order_by("effective_due_date", "pk")
 
 
