@@ -22,7 +22,9 @@ MAX_ID = 2**63 - 1
 MAX_DUE_WITHIN_DAYS = 366
 
 # What an item's outcome means for the subject (DESIGN.md: an erasure is complete when the content is gone).
-DONE_OUTCOMES = [ItemOutcome.DELETED, ItemOutcome.REDACTED, ItemOutcome.GONE, ItemOutcome.LOGGED]
+# For an access request, done is exported; an item excluded from its export (not live data) is not counted.
+DONE_OUTCOMES = [ItemOutcome.DELETED, ItemOutcome.REDACTED, ItemOutcome.GONE, ItemOutcome.LOGGED,
+                 ItemOutcome.EXPORTED]
 KEPT_OUTCOMES = [ItemOutcome.HIDDEN]
 
 
@@ -89,7 +91,7 @@ def request_progress(request: SubjectRequest) -> RequestProgress:
     """Where the request's plan stands (two queries)."""
     items = RequestItem.objects.filter(request=request)
     counts = items.aggregate(
-        planned=Count("pk"),
+        planned=Count("pk", filter=~Q(outcome=ItemOutcome.EXCLUDED)),
         done=Count("pk", filter=Q(outcome__in=DONE_OUTCOMES)),
         refused=Count("pk", filter=Q(outcome__in=KEPT_OUTCOMES)),
         deferred=Count("pk", filter=Q(deferred_until__isnull=False) | Q(outcome=ItemOutcome.NOTIFIED)),
