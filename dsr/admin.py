@@ -13,6 +13,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
@@ -31,14 +32,24 @@ from dsr.dashboard import (
     today_utc,
     workflow_running,
 )
-from dsr.models import DONE_STATUSES, ConflictStatus, RequestStatus, RetentionConflict, SubjectRequest
+from dsr.models import (
+    DONE_STATUSES,
+    Channel,
+    ConflictStatus,
+    Regulation,
+    RequestStatus,
+    RequestType,
+    RetentionConflict,
+    SubjectRequest,
+)
 from dsr.next_step import clock_stopped, request_next_step, requests_needing_action, requests_nothing_left
 from dsr.selectors import requests_due_within, requests_overdue
-from dsr.services import request_extend, request_reject_identity, request_verify_identity
+from dsr.services import request_create, request_extend, request_reject_identity, request_verify_identity
 from dsr.services.conflicts import conflict_defer, conflict_override, conflict_uphold
 from dsr.services.states import OPEN
 from dsr.services.workflow import workflow_start, workflows_start
 from memory.lookups import id_prefix_q
+from memory.models import Tenant
 from memory.subjects import subject_ids_search
 
 MEDIA_CSS = {"all": ["ledger/admin.css"]}
@@ -138,6 +149,27 @@ class ConfirmForm(forms.Form):
     pass
 
 
+class RequestAddForm(forms.Form):
+    """A request received by mail, letter, phone or a web form, typed in by an operator; the service checks it
+    as it checks the API's (dsr.services.request_create), and names the refusal."""
+
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.order_by("name"))
+    subject = forms.CharField(max_length=200, label="Subject's reference",
+                              help_text="The tenant's reference for the person (e.g. cust-1001), as in their records.")
+    type = forms.ChoiceField(choices=RequestType.choices)
+    regulation = forms.ChoiceField(choices=Regulation.choices)
+    channel = forms.ChoiceField(choices=[c for c in Channel.choices if c[0] != Channel.API], initial=Channel.EMAIL,
+                                label="Received by")
+    received_at = forms.DateTimeField(required=False, label="Received at (UTC)",
+                                      help_text="When it reached us: the legal period counts from then. Empty: now.")
+    contact_email = forms.EmailField(required=False, max_length=254, label="Contact e-mail",
+                                     help_text="Where the subject is told the outcome (and of an extension).")
+    identity_method = forms.CharField(
+        max_length=200, required=False, label="Identity verified by",
+        help_text="Filled in only if the subject's identity is verified already (e.g. “signed-in account”); "
+                  "empty, the request waits for verification on its page.")
+
+
 class ConflictDecisionForm(forms.Form):
     DECISIONS = [("uphold", "Uphold: keep the record, hidden and restricted; tell the subject why"),
                  ("override", "Override: erase the record after all"),
@@ -200,7 +232,28 @@ class SubjectRequestAdmin(admin.ModelAdmin):
         return queryset.filter(match), False
 
     def has_add_permission(self, request):
-        return False  # requests arrive through the API (dsr.api), with their legal receipt time
+        # Receiving a request is acting on requests: operators (dsr.roles), who also receive through the API.
+        return self.has_change_permission(request)
+
+    def add_view(self, request, form_url="", extra_context=None):
+        """A request received by mail, letter or phone: the same service as the API's (`request_create`), and
+        identity verified at once (`request_verify_identity`) when the operator says how, in one transaction."""
+        def act(form):
+            data, actor = form.cleaned_data, actor_of(request)
+            with transaction.atomic():
+                created = request_create(
+                    tenant=data["tenant"], subject_ref=data["subject"], type=data["type"],
+                    regulation=data["regulation"], channel=data["channel"], received_at=data["received_at"],
+                    contact_email=data["contact_email"], actor=actor)
+                if data["identity_method"]:
+                    created = request_verify_identity(request=created, actor=actor, method=data["identity_method"])
+            said = f"Request {created.pk} received, due {created.effective_due_date:%d %B %Y}"
+            return created, said + (": identity verified, the workflow can start." if data["identity_method"]
+                                    else ": it waits for the subject's identity to be verified.")
+        return act_page(self, request, allowed=self.has_add_permission(request), form_class=RequestAddForm,
+                        title="Receive a subject request", act=act, added=True, submit="Receive the request",
+                        intro="Its due date follows from the regulation and the time it was received.",
+                        done_url=lambda created: reverse("admin:dsr_subjectrequest_change", args=[created.pk]))
 
     def has_delete_permission(self, request, obj=None):
         return False
