@@ -13,7 +13,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
+from django.db import transaction
+from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponseNotAllowed, JsonResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -29,14 +31,25 @@ from dsr.dashboard import (
     today_utc,
     workflow_running,
 )
-from dsr.models import DONE_STATUSES, RequestStatus, SubjectRequest
 from dsr.admin_media import MEDIA_CSS
+from dsr.models import (
+    DONE_STATUSES,
+    Channel,
+    ConflictStatus,
+    Regulation,
+    RequestStatus,
+    RequestType,
+    RetentionConflict,
+    SubjectRequest,
+)
+from dsr.next_step import clock_stopped, request_next_step, requests_needing_action, requests_nothing_left
 from dsr.selectors import requests_due_within, requests_overdue
-from dsr.services import request_extend, request_reject_identity, request_verify_identity
+from dsr.services import request_create, request_extend, request_reject_identity, request_verify_identity
 from dsr.services.states import OPEN
 from dsr.services.workflow import workflow_start, workflows_start
-from memory.models import Subject
-from memory.subjects import subject_ref_normalize
+from memory.lookups import id_prefix_q
+from memory.models import Tenant
+from memory.subjects import subject_ids_search
 
 
 admin.site.site_header = "Forgetting Ledger"
@@ -74,12 +87,19 @@ class QueueFilter(DefaultChoiceFilter):
     title = "queue"
     parameter_name = "queue"
 
+    default = "action"
+
     def lookups(self, request, model_admin):
-        return [("open", "Open"), ("overdue", "Overdue"), ("soon", f"Due within {SOON_DAYS} days"),
-                ("done", "Done"), ("all", "All")]
+        return [("action", "Needs action"), ("open", "Open"), ("overdue", "Overdue"),
+                ("soon", f"Due within {SOON_DAYS} days"), ("nothing", "Nothing left"), ("done", "Done"),
+                ("all", "All")]
 
     def queryset(self, request, queryset):
-        # The same predicates as dsr.selectors, so the open-requests partial index answers them.
+        # The same predicates as dsr.selectors and dsr.next_step, so the open-requests partial index answers them.
+        if self.effective == "action":
+            return requests_needing_action(queryset)
+        if self.effective == "nothing":
+            return requests_nothing_left(queryset)
         if self.effective == "open":
             return queryset.exclude(status__in=DONE_STATUSES)
         if self.effective == "overdue":
@@ -94,6 +114,9 @@ class QueueFilter(DefaultChoiceFilter):
 def countdown_html(obj: SubjectRequest):
     if obj.status in DONE_STATUSES:
         return format_html('<span class="ledger-countdown done">{}</span>', obj.get_status_display())
+    if clock_stopped(obj):  # the subject has their answer: the legal clock stopped (dsr.next_step)
+        return format_html('<span class="ledger-countdown done answered" title="answered {}">answered</span>',
+                           f"{obj.notified_at:%Y-%m-%d}")
     days = days_left(obj.effective_due_date)
     if days < 0:
         return format_html('<span class="ledger-countdown overdue" data-days="{}">overdue by {} day{}</span>',
@@ -124,12 +147,49 @@ class ConfirmForm(forms.Form):
     pass
 
 
+class RequestAddForm(forms.Form):
+    """A request received by mail, letter, phone or a web form, typed in by an operator; the service checks it
+    as it checks the API's (dsr.services.request_create), and names the refusal."""
+
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.order_by("name"))
+    subject = forms.CharField(max_length=200, label="Subject's reference",
+                              help_text="The tenant's reference for the person (e.g. cust-1001), as in their records.")
+    type = forms.ChoiceField(choices=RequestType.choices)
+    regulation = forms.ChoiceField(choices=Regulation.choices)
+    channel = forms.ChoiceField(choices=[c for c in Channel.choices if c[0] != Channel.API], initial=Channel.EMAIL,
+                                label="Received by")
+    received_at = forms.DateTimeField(required=False, label="Received at (UTC)",
+                                      help_text="When it reached us: the legal period counts from then. Empty: now.")
+    contact_email = forms.EmailField(required=False, max_length=254, label="Contact e-mail",
+                                     help_text="Where the subject is told the outcome (and of an extension).")
+    identity_method = forms.CharField(
+        max_length=200, required=False, label="Identity verified by",
+        help_text="Filled in only if the subject's identity is verified already (e.g. “signed-in account”); "
+                  "empty, the request waits for verification on its page.")
+
+
+class ConflictDecisionForm(forms.Form):
+    DECISIONS = [("uphold", "Uphold: keep the record, hidden and restricted; tell the subject why"),
+                 ("override", "Override: erase the record after all"),
+                 ("defer", "Defer: decide on a later date")]
+    decision = forms.ChoiceField(choices=DECISIONS, widget=forms.RadioSelect)
+    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=2000,
+                                    label="Written justification")
+    until = forms.DateField(required=False, label="Defer to", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        data = super().clean()
+        if data.get("decision") == "defer" and not data.get("until"):
+            self.add_error("until", "A deferral needs a date.")
+        return data
+
+
 # --- requests --------------------------------------------------------------------------------------------
 
 @admin.register(SubjectRequest)
 class SubjectRequestAdmin(admin.ModelAdmin):
-    list_display = ["id", "countdown", "due", "status", "type", "regulation", "tenant", "subject_ref",
-                    "received_at"]
+    list_display = ["id", "countdown", "due", "status", "next_step", "open_conflicts", "type", "regulation",
+                    "tenant", "subject_ref", "received_at"]
     list_display_links = ["id"]
     # Indexes behind the filters (dsr.models): the queue's choices use the open-requests partial index or
     # (effective_due_date, id); status uses (status, effective_due_date, id); tenant (tenant, status). Type and
@@ -141,7 +201,7 @@ class SubjectRequestAdmin(admin.ModelAdmin):
     date_hierarchy = "received_at"
     ordering = ["effective_due_date", "pk"]
     search_fields = ["subject__ref"]
-    search_help_text = "A request id, or a subject's reference (exact)."
+    search_help_text = "A request id or its first digits, or a piece of a subject's reference (cust-100)."
     actions = ["workflow_start_selected"]
     show_facets = admin.ShowFacets.NEVER  # a count per filter choice, over the whole table: not here
 
@@ -151,27 +211,47 @@ class SubjectRequestAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         requests = super().get_queryset(request).select_related("tenant", "subject")
         if request.resolver_match and request.resolver_match.url_name == "dsr_subjectrequest_changelist":
-            requests = requests.defer("export", "gaps")  # an access request's export can be large; not listed
+            # An access request's export can be large; not listed. The open conflicts are counted per row by a
+            # correlated subquery on the conflicts' (request, record) index: no query per row, no GROUP BY.
+            requests = requests.defer("export").annotate(open_conflicts_n=Coalesce(Subquery(
+                RetentionConflict.objects.filter(request=OuterRef("pk"), status=ConflictStatus.OPEN).order_by()
+                .values("request").annotate(n=Count("pk")).values("n"), output_field=IntegerField()), Value(0)))
         return requests
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
         if not term:
             return queryset, False
-        # The subject first (one query), so that the search is two index lookups ORed, not a join of the
-        # whole table with an OR across it.
-        try:
-            refs = [subject_ref_normalize(term)]  # as requests store it: "José  Müller" finds "José Müller"
-        except ApplicationError:
-            refs = []  # a term with no normal form (control characters) is no subject's reference
-        match = Q(subject_id__in=list(Subject.objects.filter(ref__in=refs, merged_into__isnull=True)
-                                      .values_list("pk", flat=True)[:1000]))
-        if term.isdigit() and len(term) < 19:
-            match |= Q(pk=int(term))
+        # The subjects first (one query on the trigram index of memory 0015), so that the search is index
+        # lookups ORed, not a join of the whole table with an OR across it; a request id by its prefix.
+        match = Q(subject_id__in=subject_ids_search(term))
+        if (by_id := id_prefix_q(term)) is not None:
+            match |= by_id
         return queryset.filter(match), False
 
     def has_add_permission(self, request):
-        return False  # requests arrive through the API (dsr.api), with their legal receipt time
+        # Receiving a request is acting on requests: operators (dsr.roles), who also receive through the API.
+        return self.has_change_permission(request)
+
+    def add_view(self, request, form_url="", extra_context=None):
+        """A request received by mail, letter or phone: the same service as the API's (`request_create`), and
+        identity verified at once (`request_verify_identity`) when the operator says how, in one transaction."""
+        def act(form):
+            data, actor = form.cleaned_data, actor_of(request)
+            with transaction.atomic():
+                created = request_create(
+                    tenant=data["tenant"], subject_ref=data["subject"], type=data["type"],
+                    regulation=data["regulation"], channel=data["channel"], received_at=data["received_at"],
+                    contact_email=data["contact_email"], actor=actor)
+                if data["identity_method"]:
+                    created = request_verify_identity(request=created, actor=actor, method=data["identity_method"])
+            said = f"Request {created.pk} received, due {created.effective_due_date:%d %B %Y}"
+            return created, said + (": identity verified, the workflow can start." if data["identity_method"]
+                                    else ": it waits for the subject's identity to be verified.")
+        return act_page(self, request, allowed=self.has_add_permission(request), form_class=RequestAddForm,
+                        title="Receive a subject request", act=act, added=True, submit="Receive the request",
+                        intro="Its due date follows from the regulation and the time it was received.",
+                        done_url=lambda created: reverse("admin:dsr_subjectrequest_change", args=[created.pk]))
 
     def has_delete_permission(self, request, obj=None):
         return False
@@ -187,6 +267,19 @@ class SubjectRequestAdmin(admin.ModelAdmin):
     @admin.display(description="time left", ordering="effective_due_date")
     def countdown(self, obj):
         return countdown_html(obj)
+
+    @admin.display(description="next step")
+    def next_step(self, obj):
+        step = request_next_step(obj, open_conflicts=getattr(obj, "open_conflicts_n", 0))
+        return format_html('<span class="ledger-next who-{}">{}</span>', step.who, step)
+
+    @admin.display(description="open conflicts", ordering="open_conflicts_n")
+    def open_conflicts(self, obj):
+        n = getattr(obj, "open_conflicts_n", 0)
+        if not n:
+            return "0"
+        return format_html('<a href="{}?q={}&amp;state=open">{}</a>',
+                           reverse("admin:dsr_retentionconflict_changelist"), obj.pk, n)
 
     @admin.display(description="due", ordering="effective_due_date")
     def due(self, obj):

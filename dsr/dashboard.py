@@ -25,6 +25,7 @@ from dsr.models import (
     SubjectNotice,
     SubjectRequest,
 )
+from dsr.next_step import NextStep, clock_stopped, request_next_step, requests_needing_action
 from dsr.selectors import RequestProgress, request_progress, requests_due_within, requests_overdue
 from dsr.services.deferred import records_kept_by_requests
 from memory.models import DeletedRecord, Record
@@ -55,6 +56,7 @@ def days_left(due: date, today: date | None = None) -> int:
 class Dashboard:
     open_by_status: list[tuple[str, str, int]]
     open_total: int
+    needs_action: int
     due_soon: int
     overdue: int
     conflicts_open: int
@@ -69,8 +71,9 @@ class Dashboard:
 
 
 def dashboard_get(*, now: datetime | None = None) -> Dashboard:
-    """The work at a glance (8 queries): open requests by status, due within a week, overdue, open conflicts
-    and deferred decisions come back, erasures completed per week, deferred erasures coming due."""
+    """The work at a glance (9 queries): open requests by status, those that need someone's action, due within
+    a week and overdue (only requests whose answer was not sent: dsr.next_step), open conflicts and deferred
+    decisions come back, erasures completed per week, deferred erasures coming due."""
     now = now or timezone.now()
     today = now.astimezone(UTC).date()
     counts = dict(SubjectRequest.objects.exclude(status__in=DONE_STATUSES).values_list("status")
@@ -87,6 +90,7 @@ def dashboard_get(*, now: datetime | None = None) -> Dashboard:
     board = Dashboard(
         open_by_status=by_status,
         open_total=sum(counts.values()),
+        needs_action=requests_needing_action(SubjectRequest.objects.all()).count(),
         due_soon=requests_due_within(days=SOON_DAYS, today=today).count(),
         overdue=requests_overdue(today=today).count(),
         conflicts_open=conflicts["open"],
@@ -135,6 +139,14 @@ class RequestPage:
     notices: list[SubjectNotice]
     days_left: int
     open_conflicts: list[RetentionConflict] = field(default_factory=list)
+
+    @property
+    def next_step(self) -> NextStep:
+        return request_next_step(self.request, open_conflicts=len(self.open_conflicts))
+
+    @property
+    def clock_stopped(self) -> bool:
+        return clock_stopped(self.request)
 
     @property
     def overdue_days(self) -> int:

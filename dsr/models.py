@@ -155,6 +155,7 @@ class ItemDecision(models.TextChoices):
     REDACT = "redact"        # the lock protects existence only: content goes, the row stays
     HIDE = "hide"            # the lock protects content or a hold applies: hide and restrict, defer erasure
     PROPAGATE = "propagate"  # a derived artifact: erased with its source
+    EXPORT = "export"        # an access request: the item is given to the subject in the export
 
 
 class ItemOutcome(models.TextChoices):
@@ -165,6 +166,10 @@ class ItemOutcome(models.TextChoices):
     NOTIFIED = "notified"    # a copy held by another agent: told, awaiting acknowledgement
     LOGGED = "logged"        # an archive copy: entered into the deletion log a restore replays
     GONE = "gone"            # already gone when the step ran (forgotten by another path)
+    EXPORTED = "exported"    # an access request: in the export made for the subject
+    # An access request: planned, but not live data when the export was made (hidden or forgotten, or an
+    # embedding: numbers derived from records, not readable data), so not in the export; `reason` says why.
+    EXCLUDED = "excluded"
 
 
 class RequestItem(models.Model):

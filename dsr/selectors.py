@@ -15,13 +15,16 @@ from django.utils import timezone
 
 from dsr import errors
 from dsr.models import DONE_STATUSES, ItemOutcome, RequestItem, SubjectRequest
+from dsr.next_step import CLOCK_STOPPED
 from memory.models import Tenant
 
 MAX_ID = 2**63 - 1
 MAX_DUE_WITHIN_DAYS = 366
 
 # What an item's outcome means for the subject (DESIGN.md: an erasure is complete when the content is gone).
-DONE_OUTCOMES = [ItemOutcome.DELETED, ItemOutcome.REDACTED, ItemOutcome.GONE, ItemOutcome.LOGGED]
+# For an access request, done is exported; an item excluded from its export (not live data) is not counted.
+DONE_OUTCOMES = [ItemOutcome.DELETED, ItemOutcome.REDACTED, ItemOutcome.GONE, ItemOutcome.LOGGED,
+                 ItemOutcome.EXPORTED]
 KEPT_OUTCOMES = [ItemOutcome.HIDDEN]
 
 
@@ -31,13 +34,15 @@ def _today(today: date | None) -> date:
 
 
 def _open_requests(tenant: Tenant | None) -> QuerySet[SubjectRequest]:
-    # The same predicate as the partial index's condition, written the same way, so that it is implied.
-    requests = SubjectRequest.objects.exclude(status__in=DONE_STATUSES)
+    # The same predicate as the partial index's condition, written the same way, so that it is implied; and
+    # the clock stops once the subject has their answer (dsr.next_step): such a request is never overdue.
+    requests = SubjectRequest.objects.exclude(status__in=DONE_STATUSES).exclude(CLOCK_STOPPED)
     return requests.filter(tenant=tenant) if tenant is not None else requests
 
 
 def requests_overdue(*, today: date | None = None, tenant: Tenant | None = None) -> QuerySet[SubjectRequest]:
-    """Open requests whose (effective) due date has passed, most overdue first."""
+    """Open requests whose (effective) due date has passed and whose answer was not sent yet, most overdue
+    first."""
     return _open_requests(tenant).filter(effective_due_date__lt=_today(today)).order_by("effective_due_date", "pk")
 
 
@@ -86,7 +91,7 @@ def request_progress(request: SubjectRequest) -> RequestProgress:
     """Where the request's plan stands (two queries)."""
     items = RequestItem.objects.filter(request=request)
     counts = items.aggregate(
-        planned=Count("pk"),
+        planned=Count("pk", filter=~Q(outcome=ItemOutcome.EXCLUDED)),
         done=Count("pk", filter=Q(outcome__in=DONE_OUTCOMES)),
         refused=Count("pk", filter=Q(outcome__in=KEPT_OUTCOMES)),
         deferred=Count("pk", filter=Q(deferred_until__isnull=False) | Q(outcome=ItemOutcome.NOTIFIED)),

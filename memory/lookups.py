@@ -70,3 +70,22 @@ def batches(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     on parameters (`itertools.batched` arrives with Python 3.12)."""
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+ID_DIGITS = 18  # ids up to 10**18: under bigint's 2**63 - 1
+
+
+def id_prefix_q(term: str, *, field: str = "pk"):
+    """Ids that start with the digits `term` ("12" finds 12, 120-129, 1200-1299 ...), as one exact match and
+    one range per longer length: each is a range scan of the primary key, never a text match over the ids.
+    None when `term` is not such a prefix."""
+    from django.db.models import Q
+
+    if not term.isascii() or not term.isdigit() or len(term) > ID_DIGITS or term.startswith("0"):
+        return None
+    n = int(term)
+    match = Q(**{field: n})
+    for extra in range(1, ID_DIGITS - len(term) + 1):
+        scale = 10 ** extra
+        match |= Q(**{f"{field}__range": (n * scale, (n + 1) * scale - 1)})
+    return match

@@ -74,4 +74,27 @@ def subject_find(*, tenant: Tenant, ref: str) -> Subject | None:
     return tenant.subjects.filter(ref=subject_ref_normalize(ref), merged_into__isnull=True).first()
 
 
-__all__ = ["SUBJECT_REF_MAX_CHARS", "subject_find", "subject_ids_find", "subject_ref_normalize"]
+__all__ = ["SUBJECT_REF_MAX_CHARS", "subject_find", "subject_ids_find", "subject_ids_search", "subject_ref_normalize"]
+
+
+# A subject search (the admin's: memory.admin, dsr.admin) lists at most this many subjects' ids: a search that
+# matches more is too broad to be useful, and the ids go into an IN list.
+SUBJECT_SEARCH_LIMIT = 1000
+# Under this many characters a term is searched as a prefix: a trigram index has no use for "contains 'c'".
+SUBJECT_SEARCH_CONTAINS_FROM = 3
+
+
+def subject_ids_search(term: str, *, limit: int = SUBJECT_SEARCH_LIMIT) -> list[int]:
+    """The ids of (unmerged) subjects whose reference contains `term`, case folded ("cust-100" finds cust-1001
+    and CUST-1002), of any tenant; a term under three characters is a prefix. Normalized first, as the
+    references are; a term with no normal form finds nothing. Answered by the trigram index of memory
+    migration 0015 on PostgreSQL."""
+    from memory.models import Subject
+
+    try:
+        term = subject_ref_normalize(term)
+    except errors.ApplicationError:
+        return []
+    lookup = "ref__icontains" if len(term) >= SUBJECT_SEARCH_CONTAINS_FROM else "ref__istartswith"
+    return list(Subject.objects.filter(**{lookup: term}, merged_into__isnull=True).order_by()
+                .values_list("pk", flat=True)[:limit])

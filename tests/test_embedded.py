@@ -89,6 +89,16 @@ class Served:
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"{}")
 
+    def post(self, path: str, body: dict, token: str, timeout: float = 30) -> tuple[int, dict]:
+        request = urllib.request.Request(self.base + path, data=json.dumps(body).encode(), method="POST",
+                                         headers={"Authorization": f"Token {token}",
+                                                  "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                return answer.status, json.load(answer)
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
     def admin_login(self, username: str, password: str) -> str:
         """Log in through the admin's login form; return the URL it lands on."""
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
@@ -191,6 +201,15 @@ def test_embedded_default_serves_the_api_runs_a_worker_and_stops_cleanly(tmp_pat
 
         # and the printed admin login opens the admin
         assert served.admin_login("admin", password) == f"{served.base}/admin/"
+
+        # and so does the printed operator login, and the operator token receives a subject request
+        operator_password = served.printed(r"^\s*operator password:\s+(\S+)$").group(1)
+        operator_token = served.printed(r"^\s*operator token:\s+(\S+)$").group(1)
+        assert served.printed(r"^\s*operator login:\s+(\S+)$").group(1) == "operator"
+        assert served.admin_login("operator", operator_password) == f"{served.base}/admin/"
+        status, body = served.post("/api/v1/requests", {"subject": "cust-1001", "type": "access",
+                                                        "regulation": "gdpr", "channel": "email"}, operator_token)
+        assert (status, body.get("status")) == (201, "received"), body
 
         # and the worker process takes a task off the broker and runs it (the ping answers with our nonce)
         status, body = served.get("/healthz?worker=1")

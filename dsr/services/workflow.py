@@ -264,6 +264,7 @@ def step_plan(*, request_id: int) -> StepResult:
         if own.type == RequestType.ACCESS:
             _plan_items(group)
             export = access_export(request=own)
+            access_items_settle(request_id=own.pk, export=export)
             own = request_transition(request=own, to=RequestStatus.PLANNED, actor=WORKFLOW, locked=True,
                                      action="plan", note=f"{len(export['records'])} live records exported",
                                      planned_at=timezone.now(), export=export)
@@ -884,6 +885,25 @@ def access_export(*, request: SubjectRequest) -> dict:
                      "derived_from": sorted(link.source_id for link in a.lineage.all())} for a in artifacts
                     if a.kind != ArtifactKind.EMBEDDING],
     }
+
+
+# Why an access request's planned item is not in its export (ItemOutcome.EXCLUDED).
+NOT_EXPORTED = {"code": "not_exported",
+                "detail": "Not live data when the export was made (hidden or forgotten, or an embedding: numbers "
+                          "derived from records, not readable data)."}
+
+
+def access_items_settle(*, request_id: int, export: dict) -> None:
+    """An access request's plan says what the subject got: the items in the export are decided EXPORT and
+    EXPORTED, the rest (planned from the same subject's records, but not live data) EXCLUDED with the reason.
+    Set-based, a batch of ids per UPDATE; dsr migration 0013 did the same to requests exported before."""
+    items = RequestItem.objects.filter(request_id=request_id)
+    for kind, ids in ((ItemKind.RECORD, [r["id"] for r in export.get("records", [])]),
+                      (ItemKind.ARTIFACT, [a["id"] for a in export.get("derived", [])])):
+        for batch in batches(ids, UPDATE_BATCH):
+            items.filter(kind=kind, object_id__in=batch).update(decision=ItemDecision.EXPORT,
+                                                                outcome=ItemOutcome.EXPORTED)
+    items.filter(outcome=ItemOutcome.PENDING).update(decision="", outcome=ItemOutcome.EXCLUDED, reason=NOT_EXPORTED)
 
 
 def requests_stalled(*, older_than_seconds: int = 300):

@@ -1,6 +1,7 @@
 """`python manage.py serve_embedded`: the whole service on the embedded default, in one command.
 
-Migrates, loads the demo data set (idempotent), resets an admin login and issues two API tokens (all
+Migrates, loads the demo data set (idempotent), resets an admin login and an operator login (a staff user in
+the operator role's group: dsr/roles.py) and issues an agent, a legal and an operator API token (all
 printed), then runs two children with the same environment: a real Celery worker (with beat, the
 scheduled sweeps) and the Django web server. Ctrl-C or SIGTERM stops both; when either child dies the
 other is stopped and the command exits non-zero.
@@ -92,23 +93,29 @@ class Command(BaseCommand):
         parser.add_argument("--admin-username", default="admin")
         parser.add_argument("--admin-password", default=None,
                             help="The admin's password (default: a new random one at each start).")
+        parser.add_argument("--operator-username", default="operator",
+                            help="An operator's login (the operator role: triage and run subject requests).")
         parser.add_argument("--no-demo", action="store_true", help="Do not load the demo data set.")
         parser.add_argument("--no-beat", action="store_true",
                             help="Run the worker without the beat scheduler (no scheduled sweeps).")
 
-    def handle(self, *args, host, port, admin_username, admin_password, no_demo, no_beat, **options):
+    def handle(self, *args, host, port, admin_username, admin_password, operator_username, no_demo, no_beat,
+               **options):
         if hasattr(sys.stdout, "reconfigure"):
             sys.stdout.reconfigure(line_buffering=True)
         call_command("migrate", interactive=False, verbosity=1)
         if not no_demo:
             self.stdout.write(self._demo_load())
         password = self._admin_reset(admin_username, admin_password)
+        operator_password = self._operator_reset(operator_username)
         _, agent_key = token_issue(tenant_name=DEMO_TENANT, role="agent")
         _, legal_key = token_issue(tenant_name=DEMO_TENANT, role="legal")
+        _, operator_key = token_issue(tenant_name=DEMO_TENANT, role="operator")
         connections.close_all()  # the children open their own; hold no SQLite handle meanwhile
 
         base = f"http://{host}:{port}"
-        self._banner(base, admin_username, password, agent_key, legal_key)
+        self._banner(base, admin_username, password, agent_key, legal_key,
+                     operator=(operator_username, operator_password, operator_key))
         # From here on a signal means "stop the children, then exit" (until here it simply interrupts).
         self._signals = 0
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -199,7 +206,8 @@ class Command(BaseCommand):
 
     # --- set-up ----------------------------------------------------------------------------------
 
-    def _banner(self, base, username, password, agent_key, legal_key) -> None:
+    def _banner(self, base, username, password, agent_key, legal_key, *, operator) -> None:
+        operator_username, operator_password, operator_key = operator
         db = settings.DATABASES["default"]
         database = (f"SQLite {db['NAME']}" if connection.vendor == "sqlite"
                     else f"{connection.vendor} (DATABASE_URL)")
@@ -218,9 +226,15 @@ class Command(BaseCommand):
             f"  health:       {base}/healthz?worker=1",
             f"  agent token:  {agent_key}",
             f"  legal token:  {legal_key}",
+            f"  operator login:     {operator_username}",
+            f"  operator password:  {operator_password}",
+            f"  operator token:     {operator_key}",
             "  try:",
             f"    curl -H 'Authorization: Token {agent_key}' '{base}/api/v1/memory/records?scope=user:1'",
             f"    curl -H 'Authorization: Token {legal_key}' '{base}/api/v1/retention/rules'",
+            f"    curl -X POST -H 'Authorization: Token {operator_key}' -H 'Content-Type: application/json' "
+            f"""-d '{{"subject": "cust-1001", "type": "access", "regulation": "gdpr", "channel": "email"}}' """
+            f"'{base}/api/v1/requests'",
             "",
         ]))
 
@@ -230,6 +244,24 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = user.is_active = True
         user.set_password(password)
         user.save()
+        return password
+
+    def _operator_reset(self, username: str) -> str:
+        """A staff user in the operator group (not a superuser): what an operator sees and may do. A new
+        password at each start, as the admin's."""
+        from django.contrib.auth.models import Group
+
+        from dsr.roles import roles_sync
+
+        if not Group.objects.filter(name="operator").exists():
+            roles_sync()  # the groups are made by dsr migration 0003; a flushed database lost them
+        password = secrets.token_urlsafe(12)
+        user, _ = get_user_model().objects.get_or_create(username=username)
+        user.is_staff = user.is_active = True
+        user.is_superuser = False
+        user.set_password(password)
+        user.save()
+        user.groups.set([Group.objects.get(name="operator")])
         return password
 
     def _demo_load(self) -> str:
