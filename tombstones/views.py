@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods
 from .errors import TombstoneError
 from .forms import VerifyForm
 from .ratelimit import rate_limit_check
-from .receipt import json_parse
+from .receipt import is_bundle, json_parse
 from .services import receipt_build, receipt_complete, tombstone_verify
 from .verification import GENUINE_MESSAGE, REASONS
 
@@ -24,7 +24,7 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; connect-src '
 
 
 def _public_part(document) -> dict | None:
-    """What the browser needs to check the receipt again: the receipt without its salts."""
+    """What the browser needs to check the receipt (or each receipt of a bundle) again: without the salts."""
     if isinstance(document, str):
         try:
             document = json_parse(document)
@@ -32,6 +32,9 @@ def _public_part(document) -> dict | None:
             return None
     if not isinstance(document, dict):
         return None
+    if is_bundle(document) and isinstance(document.get("receipts"), list):
+        return {**document, "receipts": [_public_part(item) if isinstance(item, dict) else item
+                                         for item in document["receipts"]]}
     return {key: value for key, value in document.items() if key != "salts"}
 
 
@@ -53,9 +56,10 @@ def verify_page(request):
     try:
         rate_limit_check(request=request, bucket="page", limit=settings.LEDGER_VERIFY_RATE_LIMIT)
     except TombstoneError as exc:
-        return _page(request, {"form": form, "error": exc}, status=exc.status_code)
+        return _page(request, {"form": form, "error": exc, "pasted": request.POST.get("receipt", "")},
+                     status=exc.status_code)
     if not form.is_valid():
-        return _page(request, {"form": form}, status=400)
+        return _page(request, {"form": form, "pasted": form.data.get("receipt", "")}, status=400)
     document = form.document()
     try:
         if document is None:
@@ -65,7 +69,10 @@ def verify_page(request):
     document = receipt_complete(document=document)  # a bare envelope gets its proof, for the browser too
     report = tombstone_verify(document=document, content=form.cleaned_data.get("content") or None,
                               salt=form.cleaned_data.get("salt") or None)
-    context = {"form": form, "report": report, "bundle": _public_part(document)}
+    context = {"form": form, "report": report, "bundle": _public_part(document),
+               # A pasted receipt that failed stays in the box, to be corrected; a genuine one is not shown back
+               # (it holds the subject's salts, and the page shows nothing personal).
+               "pasted": form.cleaned_data.get("receipt", "") if not report.genuine else ""}
     return _page(request, context, status=400 if report.code == "malformed" else 200)
 
 
