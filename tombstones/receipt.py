@@ -3,6 +3,10 @@
 A receipt is what the data subject keeps: `{"format", "tombstone_id", "envelope" (DSSE), "inclusion"
 {"leaf_index", "tree_size", "hashes"}, "checkpoint" (signed note text), "salts" {record id: salt}}`.
 A bare DSSE envelope reads as a receipt without proof.
+
+A bundle is what a subject's mail attaches: `{"format": "forgetting-ledger-receipts/v1", "request": id,
+"receipts": [receipt, ...]}` (`receipts_bundle` makes it). Mails sent before the format was named carry the
+same object without `format`; both read as bundles (`bundle_items`).
 """
 from __future__ import annotations
 
@@ -15,6 +19,9 @@ from .dsse import b64decode
 from .note import Checkpoint, NoteError, checkpoint_parse
 
 RECEIPT_FORMAT = "forgetting-ledger-receipt/v1"
+BUNDLE_FORMAT = "forgetting-ledger-receipts/v1"
+# A bundle is one request's receipts: a tombstone per forget the request made (one per decision group).
+MAX_BUNDLE_RECEIPTS = 1000
 # A forget of many subjects lists every record in one tombstone (~120 bytes each): 32 MB is ~250,000.
 MAX_RECEIPT_BYTES = 32 * 1024 * 1024
 MAX_PROOF_HASHES = 64
@@ -90,11 +97,8 @@ def _fields(value: dict, allowed: set[str], what: str) -> None:
         raise Malformed(f"{what} has a field it should not have: `{sorted(unknown)[0][:40]}`")
 
 
-def receipt_parse(document: Any) -> Receipt:
-    """A receipt from its JSON text or decoded object. A bare DSSE envelope is a receipt without proof.
-
-    Strict: an unknown field anywhere is refused, so that no change to a receipt goes unnoticed.
-    """
+def document_decode(document: Any) -> dict:
+    """A receipt's or a bundle's JSON object, from its text or already decoded."""
     if isinstance(document, (bytes, str)):
         if len(document) > MAX_RECEIPT_BYTES:
             raise Malformed("it is larger than a receipt can be")
@@ -104,6 +108,15 @@ def receipt_parse(document: Any) -> Receipt:
             raise Malformed("it is not JSON") from None
     if not isinstance(document, dict):
         raise Malformed("a receipt is a JSON object")
+    return document
+
+
+def receipt_parse(document: Any) -> Receipt:
+    """A receipt from its JSON text or decoded object. A bare DSSE envelope is a receipt without proof.
+
+    Strict: an unknown field anywhere is refused, so that no change to a receipt goes unnoticed.
+    """
+    document = document_decode(document)
     if "payloadType" in document and "envelope" not in document:
         document = {"envelope": document}
     _fields(document, RECEIPT_FIELDS, "the receipt")
@@ -150,3 +163,43 @@ def receipt_parse(document: Any) -> Receipt:
         checkpoint_signatures=checkpoint_signatures, salts=salts,
         envelope=envelope,
     )
+
+
+BUNDLE_FIELDS = {"format", "request", "receipts", "salts_destroyed_at"}
+
+
+def receipts_bundle(*, request: int, receipts: list[dict]) -> dict:
+    """The receipts of one subject request as their mail attaches them (and the notice stores them)."""
+    return {"format": BUNDLE_FORMAT, "request": request, "receipts": receipts}
+
+
+def is_bundle(document: Any) -> bool:
+    """Whether a decoded document is a bundle (or something that claims to be one): it has `receipts` or the
+    bundle's `format`, and is not itself a receipt (a receipt has no `receipts`)."""
+    return isinstance(document, dict) and (
+        "receipts" in document or document.get("format") == BUNDLE_FORMAT or "export" in document)
+
+
+def bundle_items(document: Any) -> tuple[Any, list]:
+    """(the request id, the receipts) of a bundle, decoded; each receipt as given (parsed by its verifier).
+
+    Strict as `receipt_parse`: an unknown field, a wrong `format`, no receipts, are `Malformed`. A data export
+    (an access request's mail attaches one) is named as such: it is no receipt."""
+    document = document_decode(document)
+    if "export" in document and "receipts" not in document:
+        raise Malformed("it is a copy of your data (the export an access request sends), not a receipt: "
+                        "there is nothing to verify in it")
+    _fields(document, BUNDLE_FIELDS, "the bundle")
+    if document.get("format", BUNDLE_FORMAT) != BUNDLE_FORMAT:
+        raise Malformed(f"its `format` is not {BUNDLE_FORMAT}")
+    receipts = document.get("receipts")
+    if not isinstance(receipts, list):
+        raise Malformed("the bundle's `receipts` must be a list")
+    if not receipts:
+        raise Malformed("the bundle holds no receipts")
+    request = document.get("request")
+    if request is not None and (isinstance(request, bool) or not isinstance(request, (int, str))):
+        raise Malformed("the bundle's `request` must be a request number")
+    if len(receipts) > MAX_BUNDLE_RECEIPTS:
+        raise Malformed("the bundle holds more receipts than a request can have")
+    return request, receipts

@@ -10,4 +10,5 @@ urlpatterns = [
     path("api/v1/tombstones/<str:tombstone_id>", api.TombstoneView.as_view(), name="tombstone-detail"),
     path("verify/", views.verify_page, name="verify"),
     path("verify/verify.js", views.verify_script, name="verify-script"),
+    path("verify/spec", views.verify_spec, name="verify-spec"),
 ]

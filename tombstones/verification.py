@@ -16,7 +16,8 @@ from . import merkle
 from .dsse import pae
 from .jwk import PURPOSE_CHECKPOINT, PURPOSE_TOMBSTONE, PublicKey, format_time
 from .note import Checkpoint, NoteError, checkpoint_parse, checkpoint_signer
-from .receipt import Malformed, Receipt, hashes_parse, json_parse, receipt_parse
+from .receipt import (Malformed, Receipt, bundle_items, document_decode, hashes_parse, is_bundle, json_parse,
+                      receipt_parse)
 from .vocabulary import is_authority, is_path
 
 GENUINE = "genuine"
@@ -71,6 +72,9 @@ class Report:
     checks: list[dict] = field(default_factory=list)
     summary: dict | None = None
     coverage: Coverage | None = None
+    # A bundle's report: its request and one report per receipt, in the bundle's order.
+    request: Any = None
+    items: list["Report"] = field(default_factory=list)
 
     @property
     def genuine(self) -> bool:
@@ -252,10 +256,52 @@ class _Run:
         self.passed("consistency")
 
 
+def bundle_genuine_message(n: int) -> str:
+    return (GENUINE_MESSAGE if n == 1 else f"Genuine: all {n} receipts are signed by a published key and recorded "
+                                           f"in the log under a signed checkpoint.")
+
+
+def reports_combine(reports: list[Report], *, request: Any = None) -> Report:
+    """One report for a bundle: genuine when every receipt is, else the first failure's verdict, saying which
+    receipt; its checks are each receipt's, numbered; content is covered when any receipt covers it."""
+    n = len(reports)
+    checks = [{**check, "label": f"Receipt {i}: {check['label']}" if n > 1 else check["label"]}
+              for i, report in enumerate(reports, 1) for check in report.checks]
+    failed = next(((i, r) for i, r in enumerate(reports, 1) if not r.genuine), None)
+    if failed:
+        i, report = failed
+        combined = Report(report.code, f"Receipt {i} of {n}: {report.message}" if n > 1 else report.message, checks)
+    else:
+        combined = Report(GENUINE, bundle_genuine_message(n), checks)
+    coverages = [r.coverage for r in reports if r.coverage is not None]
+    if coverages and not failed:
+        combined.coverage = next((c for c in coverages if c.covered), coverages[0])
+    combined.request, combined.items = request, reports
+    return combined
+
+
 def verify_receipt(document: Any, keys: dict[str, PublicKey], *, other_checkpoint: str | None = None,
                    consistency_proof: list[str] | None = None, content: str | None = None,
                    salt: str | None = None) -> Report:
-    """Verify a receipt (JSON text or object) against a key set (`jwk.jwks_parse`).
+    """Verify a receipt, or a bundle of them (JSON text or object), against a key set (`jwk.jwks_parse`).
+
+    A bundle (`receipt.bundle_items`) is genuine when every receipt in it is (`reports_combine`).
+    """
+    kwargs = dict(other_checkpoint=other_checkpoint, consistency_proof=consistency_proof, content=content, salt=salt)
+    try:
+        decoded = document_decode(document)
+        if not is_bundle(decoded):
+            return verify_one_receipt(decoded, keys, **kwargs)
+        request, items = bundle_items(decoded)
+    except Malformed as exc:
+        return Report("malformed", REASONS["malformed"].format(detail=exc))
+    return reports_combine([verify_one_receipt(item, keys, **kwargs) for item in items], request=request)
+
+
+def verify_one_receipt(document: Any, keys: dict[str, PublicKey], *, other_checkpoint: str | None = None,
+                consistency_proof: list[str] | None = None, content: str | None = None,
+                salt: str | None = None) -> Report:
+    """Verify one receipt (JSON text or object; a bundle is malformed here) against a key set (`jwk.jwks_parse`).
 
     `other_checkpoint` and `consistency_proof` (base64 hashes between the two trees, in either order)
     check that the receipt's checkpoint and another one (an earlier one you kept, or the log's latest)

@@ -42,6 +42,7 @@ from dsr.models import (
 from dsr.services.notify import RIGHTS, _send, receipt_as_kept
 from dsr.services.states import history_add
 from dsr.services.workflow import _authority
+from tombstones.receipt import receipts_bundle
 from memory.models import ForgetMode, Record
 from memory.services import ForgetTarget, records_forget
 from memory.sweeps.common import SAMPLE, BatchResult, claim, grouped, lock_ended
@@ -165,7 +166,7 @@ def _notice_write(request: SubjectRequest, items: list[tuple], *, erased: set[in
         kept = reason.get("authority") or reason.get("code") or "a retention obligation"
         lines.append(f"- record {record_id} (kept under {kept}): "
                      + ("erased" if record_id in erased else "already erased by another process"))
-    receipt = {"request": request.pk, "receipts": []}
+    receipt = receipts_bundle(request=request.pk, receipts=[])
     if tombstone_id:
         receipt["receipts"].append(receipt_build(tombstone_id=tombstone_id, destroyed_salts_ok=True))
         firsts = sorted({str(i[4]) for i in items if i[4] and i[2] in erased})

@@ -26,6 +26,7 @@ from dsr.models import SubjectRequest
 from dsr.services.states import histories_add
 from memory.lookups import batches
 from memory.models import ArchiveDeletion, FleetCopyNotice
+from tombstones.receipt import receipts_bundle
 
 logger = logging.getLogger(__name__)
 
@@ -147,8 +148,19 @@ def _send(request: SubjectRequest, notice: SubjectNotice) -> None:
         return
     message = EmailMessage(subject=notice.subject_line, body=notice.body, to=[notice.to],
                            from_email=settings.DEFAULT_FROM_EMAIL)
-    message.attach(f"receipt-request-{request.pk}.json", receipt_text(notice.receipt), "application/json")
+    # A bundle without receipts (a deferred notice whose records another process erased) has nothing to verify:
+    # attached, it would read as "malformed" on /verify/.
+    if not (isinstance(notice.receipt, dict) and notice.receipt.get("receipts") == []):
+        message.attach(attachment_name(request.pk, notice.receipt), receipt_text(notice.receipt), "application/json")
     message.send()
+
+
+def attachment_name(request_id: int, receipt: dict | None) -> str:
+    """The attachment's file name: a receipt bundle is a receipt (what /verify/ and `python -m tombstones.verify`
+    take); an access request's export is the subject's data, named so that no one takes it for a receipt."""
+    if isinstance(receipt, dict) and "export" in receipt:
+        return f"data-export-request-{request_id}.json"
+    return f"receipt-request-{request_id}.json"
 
 
 _NOT_ASCII = re.compile(r"[^\x00-\x7e]")
@@ -215,7 +227,7 @@ def _notices_compose(requests: list[SubjectRequest], *, earlier: dict[int, list]
 def _notice_compose(request: SubjectRequest, items: list[RequestItem], *, earlier: int, sent_at, receipts: dict,
                     recipients: dict) -> SubjectNotice:
     tombstone_ids = sorted({str(i.tombstone_id) for i in items if i.tombstone_id})
-    receipt = {"request": request.pk, "receipts": [receipts[t] for t in tombstone_ids]}
+    receipt = receipts_bundle(request=request.pk, receipts=[receipts[t] for t in tombstone_ids])
     if request.type == RequestType.ACCESS:
         receipt = {"request": request.pk, "export": request.export}
     lines = [f"Your {request.get_regulation_display()} {request.get_type_display()} request {request.pk}, "

@@ -14,6 +14,8 @@
   const utf8 = new TextEncoder();
   const MAX_PROOF_HASHES = 64;
   const RECEIPT_FORMAT = "forgetting-ledger-receipt/v1";
+  const BUNDLE_FORMAT = "forgetting-ledger-receipts/v1";
+  const MAX_BUNDLE_RECEIPTS = 1000;
   const CHECKPOINT = "checkpoint";
   const TOMBSTONE = "tombstone";
 
@@ -216,6 +218,34 @@
       proof: hashes("hashes" in inclusion ? inclusion.hashes : [], "hashes"), checkpoint: doc.checkpoint ?? null,
     };
   }
+  // A bundle (what a subject's mail attaches): {"format": BUNDLE_FORMAT, "request", "receipts": [...]}; mails
+  // sent before the format was named carry it without `format`. As tombstones/receipt.py: bundle_items.
+  const isBundle = (doc) => isObject(doc) && ("receipts" in doc || doc.format === BUNDLE_FORMAT || "export" in doc);
+  function bundleItems(doc) {
+    if ("export" in doc && !("receipts" in doc)) throw malformed("it is a copy of your data (the export an access request sends), not a receipt: there is nothing to verify in it");
+    fields(doc, ["format", "request", "receipts", "salts_destroyed_at"], "the bundle");
+    if ("format" in doc && doc.format !== BUNDLE_FORMAT) throw malformed("its `format` is not " + BUNDLE_FORMAT);
+    if (!Array.isArray(doc.receipts)) throw malformed("the bundle's `receipts` must be a list");
+    if (!doc.receipts.length) throw malformed("the bundle holds no receipts");
+    if (doc.receipts.length > MAX_BUNDLE_RECEIPTS) throw malformed("the bundle holds more receipts than a request can have");
+    const request = doc.request;
+    if (request !== undefined && request !== null && !Number.isInteger(request) && typeof request !== "string") throw malformed("the bundle's `request` must be a request number");
+    return doc.receipts;
+  }
+  async function verifyDocument(doc, keys, latest) {
+    if (!isBundle(doc)) return verify(doc, keys, latest);
+    const items = bundleItems(doc);
+    let cp = null;
+    for (let i = 0; i < items.length; i++) {
+      try {
+        cp = await verify(items[i], keys, latest);  // the first failure is the verdict
+      } catch (e) {
+        if (e instanceof Fail && items.length > 1) e.prefix = "Receipt " + (i + 1) + " of " + items.length + ": ";
+        throw e;
+      }
+    }
+    return cp;
+  }
   function pae(type, payload) {
     const typeBytes = utf8.encode(type);
     return concat("DSSEv1 " + typeBytes.length + " ", typeBytes, " " + payload.length + " ", payload);
@@ -302,16 +332,16 @@
       show("malformed", "Your browser has nothing to check either: the text is not a receipt.", serverCode === "malformed");
       return;
     }
-    let code = "genuine", detail = {}, cp = null, latest = null;
+    let code = "genuine", detail = {}, cp = null, latest = null, prefix = "";
     try {
       const [jwks, head] = await Promise.all([getJSON("/.well-known/tombstone-keys.json"), getJSON("/api/v1/log/checkpoint")]);
       const keys = await importKeys(jwks);
       latest = head && head.note;
-      cp = await verify(bundle, keys, latest);
+      cp = await verifyDocument(bundle, keys, latest);
       const remembered = localStorage.getItem("tombstones.checkpoint." + cp.origin);
       if (remembered) await consistent(parseCheckpoint(latest, "the latest checkpoint"), remembered, keys, "the checkpoint your browser saw on an earlier visit");
     } catch (e) {
-      if (e instanceof Fail) { code = e.code; detail = e.detail; }
+      if (e instanceof Fail) { code = e.code; detail = e.detail; prefix = e.prefix || ""; }
       else if (e && e.name === "NotSupportedError") {
         show("unsupported", "Your browser cannot check Ed25519 signatures. Rely on the server's check, or use the offline verifier.", false, true);
         return;
@@ -322,7 +352,7 @@
     }
     if (code === "genuine" && cp && latest) localStorage.setItem("tombstones.checkpoint." + cp.origin, latest);
     const agrees = code === serverCode;
-    show(code, "Checked in your browser against the published keys: " + message(code, detail) + " " +
+    show(code, "Checked in your browser against the published keys: " + prefix + message(code, detail) + " " +
       (agrees ? "This agrees with our server." : "This does not agree with our server's answer: do not rely on this tombstone."), agrees);
   }
   run();

@@ -56,7 +56,8 @@ def test_the_mail_carries_the_receipts_as_json_dumps_wrote_them_and_the_notice_t
     tombstones = sorted({str(i.tombstone_id) for i in items if i.tombstone_id})
     # The checkpoint the notice's receipts were proven against; the salts were destroyed once the mail was sent.
     receipts = receipts_build(tombstone_ids=tombstones, include_salts=False)
-    expected = {"request": request.pk, "receipts": [receipts[t] for t in tombstones]}
+    expected = {"format": "forgetting-ledger-receipts/v1", "request": request.pk,
+                "receipts": [receipts[t] for t in tombstones]}
     assert len(tombstones) == 2 and "\u2014" in expected["receipts"][0]["checkpoint"]
     (name, text, mimetype), = mail.attachments
     assert (name, mimetype) == (f"receipt-request-{request.pk}.json", "application/json")

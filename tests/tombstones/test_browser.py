@@ -62,7 +62,7 @@ def test_lookup_by_id_is_genuine_for_server_and_browser(page, live_server, recei
     submit(page, live_server, tombstone_id=receipt["tombstone_id"])
     assert verdicts(page, "genuine-lookup") == ("genuine", "genuine", "yes")
     assert "agrees with our server" in page.inner_text("#browser-verdict")
-    assert "GDPR Art. 17" in page.inner_text("#summary")
+    assert "GDPR Article 17" in page.inner_text("#summary")
 
 
 def test_pasted_receipt_with_content_is_genuine_and_covered(page, live_server, receipt):
@@ -111,3 +111,23 @@ def test_when_the_log_does_not_answer_the_browser_says_so_instead_of_a_verdict(p
     server, browser, agrees = verdicts(page, "log-unavailable")
     assert (server, browser) == ("genuine", "error")
     assert "could not finish" in page.inner_text("#browser-verdict")
+
+
+def test_the_result_reads_in_words_with_the_codes_collapsed_and_the_command_unbroken(browser, live_server, receipt):
+    context = browser.new_context(viewport={"width": 420, "height": 900})
+    page = context.new_page()
+    submit(page, live_server, tombstone_id=receipt["tombstone_id"])
+    page.wait_for_selector("#browser-verdict:not([hidden])", timeout=15_000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "tombstones-verify-narrow.png"), full_page=True)
+    assert "2 December 2025, 10:00 UTC" in page.inner_text("#summary")
+    assert not page.locator("details.codes table").first.is_visible(), "the codes are collapsed"
+    page.click("details.codes summary")
+    assert page.locator("details.codes table").first.is_visible()
+    # Every word of the footer command sits on one line: a word split over two lines has two boxes.
+    words = page.evaluate("""() => [...document.querySelectorAll('#offline-command .word')].map(
+        (word) => [word.textContent, word.getClientRects().length])""")
+    assert " ".join(w for w, _ in words) == "python -m tombstones.verify receipt-request-N.json tombstone-keys.json"
+    assert [w for w, boxes in words if boxes != 1] == []
+    assert page.inner_text("#offline-command") == " ".join(w for w, _ in words)
+    context.close()

@@ -145,3 +145,25 @@ def test_lookup_page_uses_a_bounded_number_of_queries(client, receipt, django_as
     client.get("/verify/", {"id": receipt["tombstone_id"]})
     with django_assert_max_num_queries(14):
         client.get("/verify/", {"id": receipt["tombstone_id"]})
+
+
+def test_the_result_is_said_in_words_and_the_codes_only_in_a_collapsed_details_section(client, receipt):
+    html = client.get("/verify/", {"id": receipt["tombstone_id"]}).content.decode()
+    summary = html[html.index('id="summary"'):html.index("</div>", html.index('id="summary"'))]
+    words, details = summary.split('<details class="codes">')
+    for shown in ["2 December 2025, 10:00 UTC", "2 records erased.", "You asked us to erase your data",
+                  "Copies derived from them (1 embedding, 1 summary) also erased.",
+                  "1 step still to finish, by 1 March 2026, 00:00 UTC."]:
+        assert shown in words, shown
+    for code in ["2025-12-02T", "(target:", "subject_ids", "Mode", "hot", "Storage tiers", ">hard<"]:
+        assert code not in words, code
+    assert "<details class=\"codes\" open" not in summary  # collapsed
+    for code in ["2025-12-02T10:00:00Z", "api (target: subject_ids)", "hard", "2 hot", "due 2026-03-01T00:00:00Z"]:
+        assert code in details, code
+
+
+def test_the_spec_is_linked_and_served_as_html(client, db):
+    assert 'href="/verify/spec"' in client.get("/verify/").content.decode()
+    response = client.get("/verify/spec")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/html")
+    assert "<h1" in response.content.decode()

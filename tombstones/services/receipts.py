@@ -7,17 +7,19 @@ no subject request asked for never keeps them. A receipt asked for afterwards, w
 """
 from __future__ import annotations
 
+import functools
 import json
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from .. import merkle
 from ..dsse import b64encode, envelope_build
 from ..errors import TombstoneError
 from ..models import Checkpoint, Tombstone, TombstoneSalts
-from ..receipt import RECEIPT_FORMAT, Malformed, Receipt, json_parse, receipt_parse
+from ..receipt import (RECEIPT_FORMAT, Malformed, Receipt, bundle_items, document_decode, is_bundle, json_parse,
+                       receipt_parse)
 from ..selectors import consistency_proof_get, keys_published, nodes_stored, tombstone_get
-from ..verification import REASONS, Report, verify_receipt
+from ..verification import REASONS, Report, reports_combine, verify_one_receipt, verify_receipt
 from .log import checkpoint_sign
 
 
@@ -142,10 +144,17 @@ def _name_changed_fields(report: Report, receipt: Receipt) -> None:
 
 
 def receipt_complete(*, document: Any) -> Any:
-    """A bare envelope completed with its inclusion proof and checkpoint from this log; anything else
-    (a full receipt, something unreadable, an envelope this log does not hold) as given."""
+    """A bare envelope completed with its inclusion proof and checkpoint from this log, in a bundle too;
+    anything else (a full receipt, something unreadable, an envelope this log does not hold) as given."""
     try:
-        receipt = receipt_parse(document)
+        decoded = document_decode(document)
+        if is_bundle(decoded):
+            bundle_items(decoded)  # a bundle that does not parse is left to the verifier's verdict
+            return {**decoded, "receipts": [receipt_complete(document=item) for item in decoded["receipts"]]}
+    except Malformed:
+        return document
+    try:
+        receipt = receipt_parse(decoded)
     except Malformed:
         return document
     if receipt.checkpoint is not None or receipt.leaf_index is not None:
@@ -162,18 +171,33 @@ def tombstone_verify(*, document: Any, content: str | None = None, salt: str | N
 
     A bare envelope is completed with its inclusion proof from the log; the receipt's checkpoint must be
     consistent with the log's latest one; a changed field is named by comparing with the stored statement.
+    A bundle is verified receipt by receipt (`reports_combine`).
     """
     keys = keys_published()
     document = receipt_complete(document=document)
     try:
+        decoded = document_decode(document)
+        request, items = bundle_items(decoded) if is_bundle(decoded) else (None, None)
+    except Malformed:
+        return verify_receipt(document, keys)  # the verifier's own verdict and words
+    latest = functools.cache(checkpoint_sign)  # once for a bundle, and only when a receipt parses
+    if items is None:
+        return _tombstone_verify_one(decoded, keys, latest=latest, content=content, salt=salt)
+    return reports_combine([_tombstone_verify_one(item, keys, latest=latest, content=content, salt=salt)
+                            for item in items], request=request)
+
+
+def _tombstone_verify_one(document: Any, keys: dict, *, latest: Callable[[], Checkpoint], content: str | None,
+                          salt: str | None) -> Report:
+    try:
         receipt = receipt_parse(document)
     except Malformed:
-        return verify_receipt(document, keys)
-    latest = checkpoint_sign()
+        return verify_one_receipt(document, keys)
+    latest = latest()
     size = receipt.checkpoint.size if receipt.checkpoint else 0
     proof = consistency_proof_get(first=size, second=latest.tree_size) if 0 < size <= latest.tree_size else []
-    report = verify_receipt(document, keys, other_checkpoint=latest.note,
-                            consistency_proof=[b64encode(h) for h in proof], content=content, salt=salt)
+    report = verify_one_receipt(document, keys, other_checkpoint=latest.note,
+                                consistency_proof=[b64encode(h) for h in proof], content=content, salt=salt)
     if report.code in ("field_changed", "signature_mismatch"):
         _name_changed_fields(report, receipt)
     return report
