@@ -12,6 +12,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from memory.models import Record
+from memory.services.tokens import token_issue
 from tests.agents_mcp.scenario import agent_session, call
 from tests.agents_mcp.storage import assert_stored
 
@@ -79,3 +80,24 @@ def test_a_protocol_error_is_the_sdks_json_rpc_error_not_a_500(agents, live_serv
     assert response.status_code == 200 and response.json()["error"]["code"] == -32601  # method not found
     initialized = _post(live_server.url, json.dumps(INITIALIZE).encode(), agents.acme_key)
     assert initialized.status_code == 200 and initialized.json()["result"]["serverInfo"]["name"] == "forgetting-ledger"
+
+
+@pytest.mark.parametrize("method, body, content_type, accept, status", [
+    ("get", None, None, "application/json", 406),  # no server-sent stream in stateless JSON mode
+    ("delete", None, None, "application/json", 405),
+    ("put", "{}", "application/json", "application/json, text/event-stream", 405),
+    ("post", json.dumps(INITIALIZE), "application/json", "text/html", 406),
+    ("post", json.dumps(INITIALIZE), "text/plain", "application/json, text/event-stream", 400),
+    ("post", "[1, 2]", "application/json", "application/json, text/event-stream", 400),
+    ("post", '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "memory_get"}}',
+     "application/json", "application/json, text/event-stream", 400),
+])
+def test_requests_the_protocol_refuses_are_4xx_never_a_server_error(client, tenant, method, body, content_type,
+                                                                   accept, status):
+    _, key = token_issue(tenant_name=tenant.name, role="agent")
+    kwargs = {"HTTP_AUTHORIZATION": f"Token {key}", "HTTP_ACCEPT": accept,
+              "HTTP_MCP_PROTOCOL_VERSION": "2026-07-28" if "tools/call" in (body or "") else "2025-06-18"}
+    if body is not None:
+        kwargs.update(data=body, content_type=content_type)
+    response = getattr(client, method)("/mcp", **kwargs)
+    assert response.status_code == status, response.content
