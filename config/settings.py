@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "retention",
     "dsr",
     "tombstones",
+    "agents_mcp",
 ]
 
 MIDDLEWARE = [

@@ -1,5 +1,10 @@
 """The memory API for agent runtimes: write, read, search, forget, confirm-erasure. Views parse,
-call one service or selector, and present; the rules live in memory.services and memory.selectors."""
+call one service or selector, and present; the rules live in memory.services and memory.selectors.
+
+Each operation an agent can ask for is one plain `*_answer` function (token and JSON arguments in, `(HTTP status,
+JSON body)` out, `ApplicationError` or DRF's `ValidationError` raised for a refusal of the input): the views
+below and the MCP tools (`agents_mcp.tools`) both call these, so an agent gets the same checks and the same
+answer whichever way it connects."""
 from __future__ import annotations
 
 from drf_spectacular.utils import (OpenApiParameter, PolymorphicProxySerializer, extend_schema, extend_schema_field,
@@ -18,12 +23,17 @@ from memory.models import ArtifactKind, DerivedArtifact, ForgetMode, Record, Tie
 AgentOnly = role_required("agent")
 
 
-def _tenant_of(request, body_tenant: str | None = None):
-    tenant = request.auth.tenant
+def tenant_of_token(token, body_tenant: str | None = None):
+    """The tenant an agent token acts for; a body naming another tenant is refused (`tenant_mismatch`)."""
+    tenant = token.tenant
     if body_tenant is not None and body_tenant != tenant.name:
         raise errors.MemoryError("tenant_mismatch", "This token belongs to another tenant.",
                                  status_code=status.HTTP_403_FORBIDDEN)
     return tenant
+
+
+def _tenant_of(request, body_tenant: str | None = None):
+    return tenant_of_token(request.auth, body_tenant)
 
 
 class RecordOut(serializers.ModelSerializer):
@@ -96,6 +106,42 @@ class WriteIn(StrictSerializer):
         return data
 
 
+def write_answer(*, token, data) -> tuple[int, dict]:
+    """Write a record, or a derived artifact when `derived_from` is given: 201 and the written thing."""
+    body = WriteIn(data=data)
+    body.is_valid(raise_exception=True)
+    data = body.validated_data
+    tenant = tenant_of_token(token, data.get("tenant"))
+    if "derived_from" in data:
+        artifact = services.artifact_write(tenant=tenant, kind=data["kind"], source_ids=data["derived_from"],
+                                           content=data["content"], holder=data.get("holder", ""))
+        return status.HTTP_201_CREATED, ArtifactOut(artifact).data
+    record = services.record_write(
+        tenant=tenant, scope_path=data["scope"], content_class_name=data["content_class"],
+        content=data["content"], subject_ref=data.get("subject"), tier=data["tier"], tags=data.get("tags"),
+    )
+    return status.HTTP_201_CREATED, RecordOut(record).data
+
+
+def read_answer(*, token, record_id: int) -> tuple[int, dict]:
+    """One record of the token's tenant: 200, or 404 `not_found` / 410 `forgotten`."""
+    return status.HTTP_200_OK, RecordOut(selectors.record_read(tenant=tenant_of_token(token), record_id=record_id)).data
+
+
+def search_answer(*, token, q, mode: str = "keyword", limit=10) -> tuple[int, dict]:
+    """The token's tenant's visible records matching `q`: by words (`keyword`) or by similarity (`similar`,
+    with a score). `q` and `limit` are checked by the selectors (`invalid_query`, `invalid_limit`)."""
+    tenant = tenant_of_token(token)
+    if mode == "keyword":
+        hits = [{"record": RecordOut(r).data} for r in selectors.records_search(tenant=tenant, q=q, limit=limit)]
+    elif mode == "similar":
+        hits = [{"record": RecordOut(h.record).data, "score": round(h.score, 6)}
+                for h in selectors.records_similar(tenant=tenant, q=q, limit=limit)]
+    else:
+        raise errors.invalid("invalid_parameter", "`mode` must be `keyword` or `similar`.", parameter="mode")
+    return status.HTTP_200_OK, {"results": hits}
+
+
 class RecordsView(APIView):
     permission_classes = [AgentOnly]
 
@@ -103,19 +149,8 @@ class RecordsView(APIView):
         201: PolymorphicProxySerializer("Written", serializers=[RecordOut, ArtifactOut], resource_type_field_name=None),
         409: ErrorSerializer})
     def post(self, request):
-        body = WriteIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
-        tenant = _tenant_of(request, data.get("tenant"))
-        if "derived_from" in data:
-            artifact = services.artifact_write(tenant=tenant, kind=data["kind"], source_ids=data["derived_from"],
-                                               content=data["content"], holder=data.get("holder", ""))
-            return Response(ArtifactOut(artifact).data, status=status.HTTP_201_CREATED)
-        record = services.record_write(
-            tenant=tenant, scope_path=data["scope"], content_class_name=data["content_class"],
-            content=data["content"], subject_ref=data.get("subject"), tier=data["tier"], tags=data.get("tags"),
-        )
-        return Response(RecordOut(record).data, status=status.HTTP_201_CREATED)
+        code, body = write_answer(token=request.auth, data=request.data)
+        return Response(body, status=code)
 
     @extend_schema(parameters=[OpenApiParameter("scope", str, required=True),
                                OpenApiParameter("limit", int), OpenApiParameter("after", int)],
@@ -155,7 +190,8 @@ class RecordView(APIView):
 
     @extend_schema(responses={200: RecordOut, 410: ErrorSerializer})
     def get(self, request, record_id: int):
-        return Response(RecordOut(selectors.record_read(tenant=_tenant_of(request), record_id=record_id)).data)
+        code, body = read_answer(token=request.auth, record_id=record_id)
+        return Response(body, status=code)
 
 
 class RecordArtifactsView(APIView):
@@ -176,16 +212,10 @@ class SearchView(APIView):
                    responses={200: page_of(SearchHitOut, "SearchPage")})
     def get(self, request):
         params = _Query(request.query_params)
-        tenant, q, limit = _tenant_of(request), params.str("q"), params.int("limit", 10)
-        mode = request.query_params.get("mode", "keyword")
-        if mode == "keyword":
-            hits = [{"record": RecordOut(r).data} for r in selectors.records_search(tenant=tenant, q=q, limit=limit)]
-        elif mode == "similar":
-            hits = [{"record": RecordOut(h.record).data, "score": round(h.score, 6)}
-                    for h in selectors.records_similar(tenant=tenant, q=q, limit=limit)]
-        else:
-            raise errors.invalid("invalid_parameter", "`mode` must be `keyword` or `similar`.", parameter="mode")
-        return Response({"results": hits})
+        q, limit = params.str("q"), params.int("limit", 10)
+        code, body = search_answer(token=request.auth, q=q, mode=request.query_params.get("mode", "keyword"),
+                                   limit=limit)
+        return Response(body, status=code)
 
 
 def _one_or_many(item: dict) -> dict:
@@ -229,17 +259,25 @@ class ForgetView(APIView):
     @extend_schema(request=ForgetIn, responses={200: ForgetOut, 409: PolymorphicProxySerializer(
         "ForgetRefused", serializers=[ForgetOut, ErrorSerializer], resource_type_field_name=None)})
     def post(self, request):
-        body = ForgetIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
-        tenant = _tenant_of(request, data.get("tenant"))
-        result = services.records_forget(
-            tenant=tenant, target=services.ForgetTarget.parse(data["target"]), mode=data["mode"],
-            reason=data["reason"], actor=f"token:{request.auth.prefix}", path="api",
-            public_actor=f"token:{request.auth.pk}",  # the token's id: its characters never go in a tombstone
-        )
-        code = status.HTTP_409_CONFLICT if result.status == "refused" else status.HTTP_200_OK
-        return Response(result.as_api(), status=code)
+        code, body = forget_answer(token=request.auth, data=request.data, path="api")
+        return Response(body, status=code)
+
+
+def forget_answer(*, token, data, path: str) -> tuple[int, dict]:
+    """Forget a target's records (the one guarded path): 200 with each record's outcome and the handle, or 409
+    when every record was refused, each refusal with its reason. `path` says how it was asked for, on the
+    forget event and in the tombstone (`api`, `mcp`)."""
+    body = ForgetIn(data=data)
+    body.is_valid(raise_exception=True)
+    data = body.validated_data
+    tenant = tenant_of_token(token, data.get("tenant"))
+    result = services.records_forget(
+        tenant=tenant, target=services.ForgetTarget.parse(data["target"]), mode=data["mode"],
+        reason=data["reason"], actor=f"token:{token.prefix}", path=path,
+        public_actor=f"token:{token.pk}",  # the token's id: its characters never go in a tombstone
+    )
+    code = status.HTTP_409_CONFLICT if result.status == "refused" else status.HTTP_200_OK
+    return code, result.as_api()
 
 
 class ConfirmIn(StrictSerializer):
@@ -263,11 +301,17 @@ class ConfirmErasureView(APIView):
         "gaps": serializers.ListField(child=serializers.DictField()),
     })})
     def post(self, request):
-        body = ConfirmIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        tenant = _tenant_of(request, body.validated_data.get("tenant"))
-        result = services.erasure_confirm(tenant=tenant, handle=body.validated_data["handle"])
-        return Response(result.as_api(), status=status.HTTP_200_OK if result.erased else status.HTTP_409_CONFLICT)
+        code, body = confirm_answer(token=request.auth, data=request.data)
+        return Response(body, status=code)
+
+
+def confirm_answer(*, token, data) -> tuple[int, dict]:
+    """Read a forget back through every read path: 200 `erased` with the evidence, or 409 with the gaps."""
+    body = ConfirmIn(data=data)
+    body.is_valid(raise_exception=True)
+    tenant = tenant_of_token(token, body.validated_data.get("tenant"))
+    result = services.erasure_confirm(tenant=tenant, handle=body.validated_data["handle"])
+    return (status.HTTP_200_OK if result.erased else status.HTTP_409_CONFLICT), result.as_api()
 
 
 class FleetNoticeOut(serializers.Serializer):

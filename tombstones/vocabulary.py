@@ -28,7 +28,7 @@ ACTOR_UNSPECIFIED = "system:unspecified"
 # `request.path` and `execution.path`: how the forget was asked for. A path outside the list goes out as
 # "other" (memory.services.forget): the readable one stays on the forget event.
 PATHS = frozenset({"api", "admin", "management_command", "queryset_delete", "erasure_workflow", "deferred_erasure",
-                   "legal_override", "compaction", "pact_expiry", "fleet_ack", "other"})
+                   "legal_override", "compaction", "pact_expiry", "fleet_ack", "mcp", "other"})
 PATH_OTHER = "other"
 
 # `request.authority`: a legal citation or a fixed phrase, or a reference to the tenant's signed retention

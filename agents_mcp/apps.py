@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AgentsMcpConfig(AppConfig):
+    name = "agents_mcp"
+    verbose_name = "Agents over MCP"
