@@ -14,6 +14,7 @@ from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils.html import format_html
 
@@ -23,6 +24,7 @@ from dsr.admin import DefaultChoiceFilter, actor_of, countdown_html
 from dsr.admin_media import MEDIA_CSS
 from dsr.dashboard import conflict_page_get
 from dsr.models import ConflictStatus, RetentionConflict
+from dsr.selectors import hold_waiting
 from dsr.services.conflicts import (
     MAX_SELECTION,
     conflict_defer,
@@ -250,3 +252,18 @@ class RetentionConflictAdmin(admin.ModelAdmin):
             # The same check the service makes when asked to override: the button is disabled for its reason.
             override_refused=override_refusal(obj) if self.can_decide(request, obj) else None,
         )
+
+
+# --- a legal hold's page: what waits on it ----------------------------------------------------------------
+
+def hold_waiting_section(hold, request) -> str:
+    """The section of a hold's page (retention/admin.py's HOLD_PAGE_SECTIONS, registered in dsr/apps.py)
+    that lists the subject requests and the conflicts waiting on the hold, with links to each."""
+    if not request.user.has_perm("dsr.view_retentionconflict"):
+        return ""
+    waiting = hold_waiting(hold)
+    return render_to_string("admin/ledger/_hold_waiting.html", {
+        "hold": hold, "waiting": waiting,
+        "requests": [(r, countdown_html(r)) for r in waiting.requests],
+        "conflicts_url": reverse("admin:dsr_retentionconflict_changelist"),
+    }, request=request)
