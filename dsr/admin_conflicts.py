@@ -14,7 +14,9 @@ from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from config.admin_pages import act_page, page_render, refusal_text
@@ -23,6 +25,7 @@ from dsr.admin import DefaultChoiceFilter, actor_of, countdown_html
 from dsr.admin_media import MEDIA_CSS
 from dsr.dashboard import conflict_page_get
 from dsr.models import ConflictStatus, RetentionConflict
+from dsr.selectors import hold_waiting
 from dsr.services.conflicts import (
     MAX_SELECTION,
     conflict_defer,
@@ -88,8 +91,10 @@ class ConflictStateFilter(DefaultChoiceFilter):
 
 @admin.register(RetentionConflict)
 class RetentionConflictAdmin(admin.ModelAdmin):
-    list_display = ["id", "request_link", "request_due", "tenant", "record_id", "code", "authority", "locked_until",
-                    "status", "deferred_to", "opened_at"]
+    # Dates as short ISO values (the default "Dec. 5, 2026, 11 p.m." is twice as wide): with the request's due
+    # date the queue has eleven columns, and they must all fit at 1400 px with the sidebar open (conflicts.css).
+    list_display = ["id", "request_link", "request_due", "tenant", "record_id", "code", "authority", "locked_until_day",
+                    "status", "deferred_to_day", "opened_at_minute"]
     list_filter = [ConflictStateFilter, "status", ConflictCodeFilter, "tenant"]
     list_select_related = ["tenant"]
     list_per_page = 50
@@ -136,6 +141,18 @@ class RetentionConflictAdmin(admin.ModelAdmin):
     def request_link(self, obj):
         return format_html('<a href="{}">request {}</a>',
                            reverse("admin:dsr_subjectrequest_change", args=[obj.request_id]), obj.request_id)
+
+    @admin.display(description="locked until", ordering="locked_until")
+    def locked_until_day(self, obj):
+        return f"{timezone.localtime(obj.locked_until):%Y-%m-%d}" if obj.locked_until else "-"
+
+    @admin.display(description="deferred to", ordering="deferred_to")
+    def deferred_to_day(self, obj):
+        return f"{obj.deferred_to:%Y-%m-%d}" if obj.deferred_to else "-"
+
+    @admin.display(description="opened at", ordering="opened_at")
+    def opened_at_minute(self, obj):
+        return f"{timezone.localtime(obj.opened_at):%Y-%m-%d %H:%M}"
 
     @admin.display(description="request due", ordering="request__effective_due_date")
     def request_due(self, obj):
@@ -250,3 +267,18 @@ class RetentionConflictAdmin(admin.ModelAdmin):
             # The same check the service makes when asked to override: the button is disabled for its reason.
             override_refused=override_refusal(obj) if self.can_decide(request, obj) else None,
         )
+
+
+# --- a legal hold's page: what waits on it ----------------------------------------------------------------
+
+def hold_waiting_section(hold, request) -> str:
+    """The section of a hold's page (retention/admin.py's HOLD_PAGE_SECTIONS, registered in dsr/apps.py)
+    that lists the subject requests and the conflicts waiting on the hold, with links to each."""
+    if not request.user.has_perm("dsr.view_retentionconflict"):
+        return ""
+    waiting = hold_waiting(hold)
+    return render_to_string("admin/ledger/_hold_waiting.html", {
+        "hold": hold, "waiting": waiting,
+        "requests": [(r, countdown_html(r)) for r in waiting.requests],
+        "conflicts_url": reverse("admin:dsr_retentionconflict_changelist"),
+    }, request=request)

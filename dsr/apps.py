@@ -16,4 +16,9 @@ class DsrConfig(AppConfig):
 
         # The conflicts admin registers itself on import; it imports dsr.admin (for shared pieces), never the
         # other way round, so it is imported here rather than from dsr/admin.py.
-        from dsr import admin_conflicts  # noqa: F401
+        from dsr import admin_conflicts
+        from retention.admin import HOLD_PAGE_SECTIONS
+
+        # A hold's page lists the requests and conflicts waiting on it; retention does not import dsr.
+        if admin_conflicts.hold_waiting_section not in HOLD_PAGE_SECTIONS:
+            HOLD_PAGE_SECTIONS.append(admin_conflicts.hold_waiting_section)

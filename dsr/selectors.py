@@ -14,9 +14,10 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from dsr import errors
-from dsr.models import DONE_STATUSES, ItemOutcome, RequestItem, SubjectRequest
+from dsr.models import DONE_STATUSES, ConflictStatus, ItemOutcome, RequestItem, RetentionConflict, SubjectRequest
 from dsr.next_step import CLOCK_STOPPED
 from memory.models import Tenant
+from retention.models import LegalHold
 
 MAX_ID = 2**63 - 1
 MAX_DUE_WITHIN_DAYS = 366
@@ -100,3 +101,46 @@ def request_progress(request: SubjectRequest) -> RequestProgress:
     tombstone_ids = list(items.exclude(tombstone_id=None).order_by("tombstone_id")
                          .values_list("tombstone_id", flat=True).distinct())
     return RequestProgress(tombstone_ids=tombstone_ids, **counts)
+
+
+# --- what waits on a legal hold ----------------------------------------------------------------------------
+
+HOLD_WAITING_SHOWN = 200  # a hold's page lists this many conflicts; the count is of them all
+
+
+@dataclass(frozen=True)
+class HoldWaiting:
+    """The undecided retention conflicts (open or deferred) that name the hold among what blocked their
+    erasure, most urgent request first, and their requests (each once, in the same order)."""
+
+    conflicts: list[RetentionConflict]
+    requests: list[SubjectRequest]
+    total: int
+
+    @property
+    def more(self) -> int:
+        return self.total - len(self.conflicts)
+
+
+def hold_waiting(hold: LegalHold) -> HoldWaiting:
+    """The subject requests and conflicts waiting on `hold` (two queries, whatever their number).
+
+    A conflict waits on the hold when its recorded `blocking` names the hold: the workflow records every rule
+    and hold that refused the erasure (memory.services.forget). Only the hold's tenant's undecided conflicts
+    opened since the hold was placed can (the hold blocked nothing before); the JSON is read here rather than
+    queried, so that the embedded SQLite default answers as PostgreSQL does."""
+    undecided = [ConflictStatus.OPEN, ConflictStatus.DEFERRED]
+    candidates = (RetentionConflict.objects.filter(tenant_id=hold.tenant_id, status__in=undecided,
+                                                   opened_at__gte=hold.placed_at)
+                  .values_list("request__effective_due_date", "request_id", "pk", "blocking"))
+    waiting = sorted((row[:3] for row in candidates.iterator(chunk_size=2000)
+                      if any(isinstance(b, dict) and b.get("type") == "hold" and b.get("hold_id") == hold.pk
+                             for b in (row[3] if isinstance(row[3], list) else []))),
+                     key=lambda row: (row[0] is None, row[0] or date.min, row[1], row[2]))
+    if not waiting:
+        return HoldWaiting(conflicts=[], requests=[], total=0)
+    shown = [pk for _, _, pk in waiting[:HOLD_WAITING_SHOWN]]
+    conflicts = list(RetentionConflict.objects.filter(pk__in=shown).select_related("request", "request__subject")
+                     .order_by("request__effective_due_date", "request_id", "pk"))
+    requests = list({c.request_id: c.request for c in conflicts}.values())
+    return HoldWaiting(conflicts=conflicts, requests=requests, total=len(waiting))

@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from typing import Callable
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, Subquery
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
@@ -50,6 +51,11 @@ from retention.versions import signature_problem
 from tombstones.selectors import keys_published
 
 MEDIA_CSS = {"all": ["ledger/admin.css"]}
+
+# Sections other apps add to a hold's page, each a function (hold, request) -> HTML (safe) or "": dsr lists the
+# requests and conflicts waiting on the hold. Apps depend one way (dsr imports retention, never the reverse), so
+# they register here from their AppConfig.ready() instead of retention importing them.
+HOLD_PAGE_SECTIONS: list[Callable[[LegalHold, HttpRequest], str]] = []
 MAX_LISTED_RECORDS = 10_000   # a hold on more records than this is a hold on a subject, class or scope
 LISTED_SHOWN = 200
 
@@ -469,7 +475,8 @@ class LegalHoldAdmin(NoDeleteAdmin):
         return page_render(self, request, "admin/ledger/hold_page.html", title=str(hold), obj=hold, hold=hold,
                            covered=hold_preview_count(hold=hold), listed=listed[:LISTED_SHOWN],
                            listed_more=len(listed) > LISTED_SHOWN,
-                           release_form=ReleaseForm() if can_release else None)
+                           release_form=ReleaseForm() if can_release else None,
+                           sections=[html for section in HOLD_PAGE_SECTIONS if (html := section(hold, request))])
 
     def get_urls(self):
         wrap = self.admin_site.admin_view

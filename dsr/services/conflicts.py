@@ -203,16 +203,15 @@ def decide_conflicts(*, conflict_ids: list[int], decision: str, actor: str, just
         refused = _selection_refusals(conflicts, ids, decision)
         if refused:
             raise _selection_refused(decision, refused, len(ids))
-        decided = []
         for conflict in conflicts:
             try:
-                decided.append(DECIDE[decision](conflict=conflict, actor=actor, justification=justification,
-                                                **kwargs))
+                DECIDE[decision](conflict=conflict, actor=actor, justification=justification, **kwargs)
             except RequestError as exc:
                 # Only a race gets here (a hold placed meanwhile: the database refused the override). Leaving
                 # the atomic block by raising undoes the decisions already made.
                 raise _selection_refused(decision, [_refused(conflict.pk, exc)], len(ids)) from None
-    return decided
+    # As stored (an uphold answers the conflict as it found it), in one read.
+    return list(RetentionConflict.objects.select_related("request", "tenant").filter(pk__in=ids).order_by("pk"))
 
 
 def _selection_refusals(conflicts: list[RetentionConflict], ids: list[int], decision: str) -> list[dict]:

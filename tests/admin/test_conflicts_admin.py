@@ -4,6 +4,7 @@ reason the service would refuse it; each page in a bounded number of queries."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.models import LogEntry
 
 from dsr.models import ConflictStatus, RequestTransition, RetentionConflict
 from dsr.services.conflicts import MAX_SELECTION
@@ -65,6 +66,8 @@ def test_one_uphold_over_the_selection_decides_each_conflict_on_its_own(client_a
     assert {(c.status, c.decided_by, c.justification) for c in stored} == {
         (ConflictStatus.UPHELD, "admin:legal-ann", WHY)}
     assert RequestTransition.objects.filter(action="conflict_upheld", actor="admin:legal-ann").count() == 3
+    logged = LogEntry.objects.filter(object_id__in=[str(pk) for pk in ids]).values_list("change_message", flat=True)
+    assert sorted(logged) == ["Upheld (with 3 selected conflicts)"] * 3  # the admin's log, one entry each
 
 
 def test_a_bulk_override_with_a_locked_record_decides_nothing_and_the_page_says_which(client_as, conflicts):

@@ -71,6 +71,7 @@ def test_an_uphold_over_a_selection_records_each_conflict_on_its_own_with_the_ju
     decided = decide_conflicts(conflict_ids=ids, decision="uphold", actor="legal:bob", justification=f"  {WHY} ")
 
     assert sorted(x.pk for x in decided) == sorted(ids)
+    assert {(x.status, x.justification) for x in decided} == {(ConflictStatus.UPHELD, WHY)}  # answered as stored
     stored = RetentionConflict.objects.filter(pk__in=ids)
     assert {(x.status, x.decided_by, x.justification) for x in stored} == {(ConflictStatus.UPHELD, "legal:bob", WHY)}
     assert all(x.decided_at is not None for x in stored)
@@ -149,3 +150,50 @@ def test_override_refusal_is_the_refusal_the_override_meets(mailoutbox):
         met = _refused(lambda: conflicts_service.conflict_override(conflict=conflict, actor="legal",
                                                                    justification=WHY))
         assert (said.code, said.detail) == (met.code, met.detail) == (code, met.detail)
+
+
+SQLITE_RUN = r"""
+import json
+from config.errors import ApplicationError
+from dsr.models import RetentionConflict
+from dsr.selectors import hold_waiting
+from dsr.services.conflicts import decide_conflicts
+from retention.models import LegalHold
+from tests.dsr.test_workflow_steps import run_to_end
+from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
+
+scenario = erasure_scenario()
+request = verified_request(scenario)
+run_to_end(request.pk)
+ids = sorted(RetentionConflict.objects.filter(request=request).values_list("pk", flat=True))
+waiting = hold_waiting(LegalHold.objects.get())
+try:
+    decide_conflicts(conflict_ids=ids, decision="override", actor="legal", justification="why")
+    refused = None
+except ApplicationError as exc:
+    refused = [exc.code, sorted(r["code"] for r in exc.extra["refused"])]
+after_refusal = sorted(RetentionConflict.objects.values_list("status", flat=True))
+upheld = [c.status for c in decide_conflicts(conflict_ids=ids, decision="uphold", actor="legal", justification="why")]
+print(json.dumps({"waiting": [[c.record_id for c in waiting.conflicts], [r.pk for r in waiting.requests]],
+                  "hold_record": scenario.under_hold.pk, "request": request.pk, "refused": refused,
+                  "after_refusal": after_refusal, "upheld": upheld}))
+"""
+
+
+def test_the_bulk_decision_and_the_holds_wait_list_on_sqlite(tmp_path):
+    # The embedded default: hold_waiting reads the conflicts' JSON in Python, as on PostgreSQL.
+    import json
+    import os
+
+    from tests.dsr.test_workflow_sqlite import _manage
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'ledger.sqlite3'}", LEDGER_VAR_DIR=str(tmp_path),
+               DJANGO_SETTINGS_MODULE="config.settings", EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend")
+    _manage("migrate", "--noinput", "--skip-checks", env=env)
+    found = json.loads(_manage("shell", "-c", SQLITE_RUN, env=env).strip().splitlines()[-1])
+
+    assert found["waiting"] == [[found["hold_record"]], [found["request"]]]
+    assert found["refused"] == ["selection_refused", ["compliance_lock", "legal_hold"]]
+    assert found["after_refusal"] == ["open", "open"]
+    assert found["upheld"] == ["upheld", "upheld"]
