@@ -22,7 +22,6 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from config.admin_pages import act_page, page_render
-from config.errors import ApplicationError
 from dsr.dashboard import (
     SOON_DAYS,
     conflict_page_get,
@@ -299,10 +298,6 @@ class SubjectRequestAdmin(admin.ModelAdmin):
             return "0"
         return format_html('<a href="{}?q={}&amp;state=open">{}</a>',
                            reverse("admin:dsr_retentionconflict_changelist"), obj.pk, n)
-
-    @admin.display(description="due", ordering="effective_due_date")
-    def due(self, obj):
-        return f"{obj.effective_due_date:%Y-%m-%d}"
 
     @admin.display(description="received at", ordering="received_at")
     def received(self, obj):
