@@ -1,13 +1,15 @@
 """Admin for the store. Deleting a record goes through the one guarded forget: a locked record offers
 no delete at all, and the bulk action is a hard forget that reports each refusal."""
 from django.contrib import admin, messages
+from django.db.models import Q
 from django.utils import timezone
+from django.utils.html import format_html
 
 from config.admin_pages import ReadOnlyAdmin
 from config.errors import ApplicationError
 from memory.models import ApiToken, DerivedArtifact, ForgetEvent, ForgetMode, Record, Scope, Subject, Tenant
 from memory.services import ForgetTarget, records_forget
-from memory.subjects import subject_ref_normalize
+from memory.subjects import subject_ids_search, subject_ref_normalize
 
 
 @admin.register(Tenant)
@@ -53,11 +55,23 @@ class ScopeAdmin(admin.ModelAdmin):
         return False
 
 
+def short_datetime(value):
+    """A date and time in a list column: 2026-12-05 09:30 (UTC, as the admin runs), never wrapped."""
+    if value is None:
+        return "-"
+    return format_html('<span class="ledger-date" title="{}">{}</span>', value.isoformat(),
+                       f"{value:%Y-%m-%d %H:%M}")
+
+
 @admin.register(Record)
 class RecordAdmin(admin.ModelAdmin):
-    list_display = ["id", "tenant", "scope", "content_class", "tier", "created_at", "forgotten_at", "retained_until",
-                    "held"]
-    list_select_related = ["tenant", "scope", "content_class"]
+    list_display = ["id", "tenant", "scope", "subject", "content_class", "tier", "created", "forgotten",
+                    "retained", "held"]
+    list_select_related = ["tenant", "scope", "content_class", "subject"]
+    # A record by its id, or a subject's records by a piece of the reference: the primary key, and the subjects'
+    # trigram index (memory 0015) then the records' subject index. Never a scan of the records' content.
+    search_fields = ["=id"]
+    search_help_text = "A record id, or a piece of a subject's reference (cust-100)."
     # Filters the indexes answer on a table of millions: forgotten (the partial index on forgotten_at), the
     # content class (record_class_idx), the tenant (record_tenant_subject_idx). No date hierarchy: its
     # year list is a DISTINCT over the whole table.
@@ -67,6 +81,30 @@ class RecordAdmin(admin.ModelAdmin):
     readonly_fields = ["commitment", "salt", "forgotten_at", "redacted_at", "erasure_pending", "forget_event",
                        "retained_until", "held", "lock_protects_content", "created_at"]
     actions = ["forget_hard"]
+
+    class Media:
+        css = {"all": ["ledger/admin.css", "ledger/lists.css"]}
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        match = Q(subject_id__in=subject_ids_search(term))
+        if term.isascii() and term.isdigit() and len(term) < 19:
+            match |= Q(pk=int(term))
+        return queryset.filter(match), False
+
+    @admin.display(description="created at", ordering="created_at")
+    def created(self, obj):
+        return short_datetime(obj.created_at)
+
+    @admin.display(description="forgotten at", ordering="forgotten_at")
+    def forgotten(self, obj):
+        return short_datetime(obj.forgotten_at)
+
+    @admin.display(description="retained until", ordering="retained_until")
+    def retained(self, obj):
+        return short_datetime(obj.retained_until)
 
     def get_actions(self, request):
         actions = super().get_actions(request)
