@@ -253,7 +253,21 @@ LEDGER_MAX_CONTENT_CHARS = env.int("LEDGER_MAX_CONTENT_CHARS", default=64 * 1024
 # Where subjects are sent to verify their tombstones (the public verification page).
 LEDGER_PUBLIC_URL = env.str("LEDGER_PUBLIC_URL", default="http://127.0.0.1:8000")
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="privacy@forgetting-ledger.local")
-EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+# Mail. By default each mail is a file under LEDGER_VAR_DIR/mail with one log line (config/mail.py: development,
+# serve_embedded). Production sends through SMTP: EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend and
+# EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS or EMAIL_USE_SSL, EMAIL_TIMEOUT;
+# or all of them as one EMAIL_URL (django-environ: smtp+tls://user:password@host:587).
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="config.mail.FileEmailBackend")
+EMAIL_FILE_PATH = env.str("EMAIL_FILE_PATH", default=str(VAR_DIR / "mail"))
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=30)  # seconds: a stuck SMTP server must not hold a worker
+if env.str("EMAIL_URL", default=""):
+    vars().update(env.email_url("EMAIL_URL"))
 
 LOGGING = {
     "version": 1,

@@ -1,7 +1,7 @@
 """The offline verifier: `python -m tombstones.verify RECEIPT KEYS.json`.
 
-Needs neither the database nor the network (no Django is imported): the receipt the subject kept and
-the published key set (`/.well-known/tombstone-keys.json`, saved). Exit status 0 only when every check
+Needs neither the database nor the network (no Django is imported): the receipt the subject kept (the file
+their mail attached, a bundle of receipts, or one receipt) and the published key set (`/.well-known/tombstone-keys.json`, saved). Exit status 0 only when every check
 passes (and, when content is given, it is covered); 1 when a check fails; 2 when the files cannot be read.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("receipt", type=Path, help="the receipt (JSON)")
+    parser.add_argument("receipt", type=Path, help="the receipt file you were mailed (JSON: a bundle or one receipt)")
     parser.add_argument("keys", type=Path, help="the published key set (JWKS JSON)")
     parser.add_argument("--other-checkpoint", type=Path,
                         help="another checkpoint of the same log (an earlier one you kept, or the latest)")
@@ -35,7 +35,8 @@ def _read(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tombstones.verify", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tombstones.verify", description=__doc__.split("\n\n")[0],
+                                     epilog="How each check is computed: docs/verification-spec.md (/verify/spec).")
     add_arguments(parser)
     return run(parser.parse_args(argv), out=sys.stdout)
 

@@ -26,6 +26,7 @@ from dsr.models import SubjectRequest
 from dsr.services.states import histories_add
 from memory.lookups import batches
 from memory.models import ArchiveDeletion, FleetCopyNotice
+from tombstones.plain import plural
 from tombstones.receipt import receipts_bundle
 
 logger = logging.getLogger(__name__)
@@ -264,12 +265,12 @@ def _erased_lines(items: list[RequestItem]) -> list[str]:
     records = Counter(i.outcome for i in items if i.kind == ItemKind.RECORD)
     derived = Counter(i.artifact_kind for i in items if i.kind == ItemKind.ARTIFACT
                       and i.outcome in (ItemOutcome.DELETED, ItemOutcome.LOGGED, ItemOutcome.NOTIFIED))
-    lines = [f"Erased: {records[ItemOutcome.DELETED] + records[ItemOutcome.GONE]} records deleted, "
-             f"{records[ItemOutcome.REDACTED]} records whose content was removed (the law requires us to keep "
-             f"that they existed)."]
+    lines = [f"Erased: {plural(records[ItemOutcome.DELETED] + records[ItemOutcome.GONE], 'record')} deleted, "
+             f"{plural(records[ItemOutcome.REDACTED], 'record')} whose content was removed (the law requires us to "
+             f"keep that they existed)."]
     if derived:
         lines.append("Copies derived from them, also erased: "
-                     + ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(derived.items())) + ".")
+                     + ", ".join(plural(n, kind) for kind, n in sorted(derived.items())) + ".")
     return lines
 
 
