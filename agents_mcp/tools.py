@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import jsonschema
-from rest_framework import status
 from rest_framework.exceptions import APIException
 
 from config.errors import ApplicationError, api_exception_handler
@@ -90,7 +89,7 @@ NEXT_STEP = {
 }
 
 
-def _error(exc: Exception) -> ToolAnswer:
+def error_answer(exc: Exception) -> ToolAnswer:
     """A refusal as the HTTP API's exception handler shapes it (same code, detail and extras)."""
     response = api_exception_handler(exc, {})
     if response is None:
@@ -300,7 +299,8 @@ _VALIDATORS = {tool.name: jsonschema.Draft202012Validator(tool.input_schema) for
 
 def _schema_problems(name: str, arguments: dict) -> list[str]:
     problems = []
-    for error in sorted(_VALIDATORS[name].iter_errors(arguments), key=lambda e: list(e.absolute_path))[:20]:
+    errors = sorted(_VALIDATORS[name].iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path])
+    for error in errors[:20]:
         where = ".".join(str(p) for p in error.absolute_path) or "(arguments)"
         message = error.message if len(error.message) <= 300 else error.message[:300] + "..."
         problems.append(f"{where}: {message}")
@@ -329,7 +329,7 @@ def tool_call(*, token: ApiToken, name: str, arguments: dict | None) -> ToolAnsw
             return _invalid_arguments(problems)
         return tool.run(token, arguments)
     except (ApplicationError, APIException, TombstoneError) as exc:
-        return _error(exc)
+        return error_answer(exc)
     except (ValueError, RecursionError) as exc:  # a value json cannot even encode (stdio gives parsed JSON)
         return _invalid_arguments([f"(arguments): {str(exc)[:200]}"])
     except Exception:
@@ -345,14 +345,3 @@ def tools_described() -> list[dict]:
                              "idempotent_hint": t.idempotent, "open_world_hint": False}}
             for t in TOOLS]
 
-
-def agent_token_check(token: ApiToken | None, *, tenant_name: str | None = None) -> ApiToken:
-    """The token an MCP connection acts with: an agent token, of `tenant_name` when given. `ApplicationError`
-    (`permission_denied`, `tenant_mismatch`) otherwise."""
-    if token is None or token.role != ApiToken.Role.AGENT:
-        raise ApplicationError("permission_denied", "The MCP tools need an agent token (issue_token --role agent).",
-                               status_code=status.HTTP_403_FORBIDDEN)
-    if tenant_name is not None and token.tenant.name != tenant_name:
-        raise ApplicationError("tenant_mismatch", f"This token belongs to another tenant, not to {tenant_name!r}.",
-                               status_code=status.HTTP_403_FORBIDDEN)
-    return token
