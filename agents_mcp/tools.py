@@ -23,7 +23,6 @@ from memory import api
 from memory.models import ApiToken, ArtifactKind, ForgetMode, Tier
 from memory.selectors import MAX_PAGE
 from memory.services.targets import MAX_TARGET_ITEMS
-from tombstones.errors import TombstoneError
 from tombstones.services import receipt_build, tombstone_verify
 
 logger = logging.getLogger(__name__)
@@ -324,14 +323,17 @@ def tool_call(*, token: ApiToken, name: str, arguments: dict | None) -> ToolAnsw
         return _invalid_arguments(["(arguments): must be an object"])
     try:
         _storable(arguments)
-        problems = _schema_problems(name, arguments)
-        if problems:
-            return _invalid_arguments(problems)
-        return tool.run(token, arguments)
-    except (ApplicationError, APIException, TombstoneError) as exc:
-        return error_answer(exc)
-    except (ValueError, RecursionError) as exc:  # a value json cannot even encode (stdio gives parsed JSON)
+    except (ValueError, RecursionError) as exc:  # in-process callers may pass what JSON cannot even encode
         return _invalid_arguments([f"(arguments): {str(exc)[:200]}"])
+    except APIException as exc:  # malformed_json (too deep), invalid (NUL, surrogate)
+        return error_answer(exc)
+    problems = _schema_problems(name, arguments)
+    if problems:
+        return _invalid_arguments(problems)
+    try:
+        return tool.run(token, arguments)
+    except (ApplicationError, APIException) as exc:  # the API's refusals, with its codes
+        return error_answer(exc)
     except Exception:
         logger.exception("MCP tool %s failed", name)
         body = {"code": "server_error", "detail": "The server failed; nothing was changed."}
