@@ -51,7 +51,7 @@ def server_build(*, token_get: Callable[[], ApiToken], close_connections: bool =
         try:
             token = token_get()
         except (ApplicationError, APIException) as exc:  # revoked since, or no longer an agent token
-            return tools._error(exc)
+            return tools.error_answer(exc)
         return tools.tool_call(token=token, name=name, arguments=arguments)
 
     async def on_list_tools(ctx, params) -> types.ListToolsResult:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import jsonschema
-from rest_framework import status
 from rest_framework.exceptions import APIException
 
 from config.errors import ApplicationError, api_exception_handler
@@ -24,7 +23,6 @@ from memory import api
 from memory.models import ApiToken, ArtifactKind, ForgetMode, Tier
 from memory.selectors import MAX_PAGE
 from memory.services.targets import MAX_TARGET_ITEMS
-from tombstones.errors import TombstoneError
 from tombstones.services import receipt_build, tombstone_verify
 
 logger = logging.getLogger(__name__)
@@ -90,7 +88,7 @@ NEXT_STEP = {
 }
 
 
-def _error(exc: Exception) -> ToolAnswer:
+def error_answer(exc: Exception) -> ToolAnswer:
     """A refusal as the HTTP API's exception handler shapes it (same code, detail and extras)."""
     response = api_exception_handler(exc, {})
     if response is None:
@@ -300,7 +298,8 @@ _VALIDATORS = {tool.name: jsonschema.Draft202012Validator(tool.input_schema) for
 
 def _schema_problems(name: str, arguments: dict) -> list[str]:
     problems = []
-    for error in sorted(_VALIDATORS[name].iter_errors(arguments), key=lambda e: list(e.absolute_path))[:20]:
+    errors = sorted(_VALIDATORS[name].iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path])
+    for error in errors[:20]:
         where = ".".join(str(p) for p in error.absolute_path) or "(arguments)"
         message = error.message if len(error.message) <= 300 else error.message[:300] + "..."
         problems.append(f"{where}: {message}")
@@ -324,14 +323,17 @@ def tool_call(*, token: ApiToken, name: str, arguments: dict | None) -> ToolAnsw
         return _invalid_arguments(["(arguments): must be an object"])
     try:
         _storable(arguments)
-        problems = _schema_problems(name, arguments)
-        if problems:
-            return _invalid_arguments(problems)
-        return tool.run(token, arguments)
-    except (ApplicationError, APIException, TombstoneError) as exc:
-        return _error(exc)
-    except (ValueError, RecursionError) as exc:  # a value json cannot even encode (stdio gives parsed JSON)
+    except (ValueError, RecursionError) as exc:  # in-process callers may pass what JSON cannot even encode
         return _invalid_arguments([f"(arguments): {str(exc)[:200]}"])
+    except APIException as exc:  # malformed_json (too deep), invalid (NUL, surrogate)
+        return error_answer(exc)
+    problems = _schema_problems(name, arguments)
+    if problems:
+        return _invalid_arguments(problems)
+    try:
+        return tool.run(token, arguments)
+    except (ApplicationError, APIException) as exc:  # the API's refusals, with its codes
+        return error_answer(exc)
     except Exception:
         logger.exception("MCP tool %s failed", name)
         body = {"code": "server_error", "detail": "The server failed; nothing was changed."}
@@ -345,14 +347,3 @@ def tools_described() -> list[dict]:
                              "idempotent_hint": t.idempotent, "open_world_hint": False}}
             for t in TOOLS]
 
-
-def agent_token_check(token: ApiToken | None, *, tenant_name: str | None = None) -> ApiToken:
-    """The token an MCP connection acts with: an agent token, of `tenant_name` when given. `ApplicationError`
-    (`permission_denied`, `tenant_mismatch`) otherwise."""
-    if token is None or token.role != ApiToken.Role.AGENT:
-        raise ApplicationError("permission_denied", "The MCP tools need an agent token (issue_token --role agent).",
-                               status_code=status.HTTP_403_FORBIDDEN)
-    if tenant_name is not None and token.tenant.name != tenant_name:
-        raise ApplicationError("tenant_mismatch", f"This token belongs to another tenant, not to {tenant_name!r}.",
-                               status_code=status.HTTP_403_FORBIDDEN)
-    return token

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import anyio
 from asgiref.sync import async_to_sync
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse, JsonResponse
@@ -60,8 +61,6 @@ def _scope(request, body: bytes) -> dict[str, Any]:
 
 async def _serve(server: Server, scope: dict, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """One request through the SDK's stateless transport; its whole answer (JSON-response mode: no stream)."""
-    import anyio
-
     manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True,
                                            max_request_body_size=max(len(body), 1))
     answer: dict[str, Any] = {"status": 500, "headers": [], "body": bytearray()}
@@ -92,10 +91,13 @@ def mcp_endpoint(request):
         token = agent_token_from_request(request)
         body = request.body  # over DATA_UPLOAD_MAX_MEMORY_SIZE: RequestDataTooBig, as for the API
         if request.method == "POST":
+            # Not JSON, or nested too deep: ParseError (`malformed_json`), refused below as the API refuses it.
+            # A NUL or a surrogate in a string is valid JSON: the SDK reads it, and a tool refuses such an
+            # argument itself (`invalid`, a tool error the model can read).
             try:
                 JSONParser().parse(io.BytesIO(body))
-            except ValidationError:  # malformed JSON or too deep: ParseError, refused below
-                pass  # a NUL or a surrogate: parsed fine; a tool's arguments are refused by the tool (isError)
+            except ValidationError:
+                pass
     except (ApplicationError, APIException, RequestDataTooBig) as exc:
         return _refusal(exc)
     status, headers, content = async_to_sync(_serve)(server_build(token_get=lambda: token), _scope(request, body),

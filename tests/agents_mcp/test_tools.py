@@ -95,3 +95,23 @@ def test_every_tool_says_when_it_refuses_and_what_to_do_next():
     for tool in TOOLS:
         assert "Refused" in tool.description or "REFUSED" in tool.description, tool.name
         assert tool.input_schema["additionalProperties"] is False
+
+
+def test_a_failure_inside_a_tool_is_a_tool_error_not_a_crash(token, kept, monkeypatch):
+    from memory import api
+
+    def broken(**kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(api, "read_answer", broken)
+    answer = tool_call(token=token, name="memory_get", arguments={"record_id": kept[0].pk})
+    assert answer.is_error and answer.structured == {"code": "server_error",
+                                                     "detail": "The server failed; nothing was changed."}
+    assert "disk on fire" not in answer.text
+
+
+def test_schema_errors_at_mixed_paths_are_all_reported(token, kept):
+    answer = tool_call(token=token, name="memory_forget",
+                       arguments={"target": {"record_id": [1, "two", 3.5]}, "mode": "nope", "x": 1})
+    assert answer.is_error and answer.structured["code"] == "invalid_arguments"
+    assert any(problem.startswith("mode:") for problem in answer.structured["errors"])
