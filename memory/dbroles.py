@@ -4,7 +4,7 @@ The owner role owns every table, trigger and function (it runs `manage.py migrat
 which the service, its workers and its management commands connect as, may read and write rows, and no more:
   - no TRUNCATE, no TRIGGER, no REFERENCES, no DDL (it owns nothing, so it cannot drop or disable a trigger);
   - on `memory_record`, UPDATE of every column but the lock (`retained_until`, `held`,
-    `lock_protects_content`): a record's lock is computed by the database at INSERT and changed only by the
+    `lock_protects_content`) and the generated ones (`content_search`): a record's lock is computed by the database at INSERT and changed only by the
     SECURITY DEFINER lock functions (memory migration 0013), which recompute it from the rules and holds;
   - no write on `retention_lockrecomputegrant` (the row that lets the guard trigger accept a shorter lock: only
     the lock functions insert it) nor on `django_migrations`;
@@ -65,8 +65,10 @@ def app_role_grant(cursor, *, role: str) -> list[str]:
     cursor.execute("SELECT current_schema()")
     schema = sql.Identifier(cursor.fetchone()[0])
     who = sql.Identifier(role)
+    # Generated columns (the keyword index's `content_search`, memory 0014) are the database's to compute: no
+    # UPDATE on them (PostgreSQL would refuse any value but DEFAULT anyway).
     cursor.execute("SELECT attname FROM pg_attribute WHERE attrelid = 'memory_record'::regclass AND attnum > 0 "
-                   "AND NOT attisdropped ORDER BY attnum")
+                   "AND NOT attisdropped AND attgenerated = '' ORDER BY attnum")
     writable = [c for (c,) in cursor.fetchall() if c not in LOCK_COLUMNS]
     statements = [
         sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, who),

@@ -4,14 +4,12 @@ whatever a candidate source returns (an index, a lineage walk), forgotten conten
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
 from dataclasses import dataclass
-from functools import reduce
-from operator import or_
 
 import numpy as np
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from memory import errors
 from memory.embedding import embedder, vectors_from_bytes
@@ -23,8 +21,8 @@ MAX_PAGE = 500
 # Ids are 64-bit; a larger number in a URL names nothing (and must not reach the database).
 MAX_ID = 2**63 - 1
 MAX_QUERY_CHARS = 1000
-# (record, query) pairs per statement of the `_each` forms: a keyword query is up to ten LIKE conditions, so a
-# few thousand of them keep a statement to some hundred kilobytes.
+# (record, query) pairs per statement of the keyword `_each` form: up to 1,000 characters of query each, so a
+# statement stays under a megabyte.
 EACH_BATCH = 500
 # Ids per `IN` list elsewhere in the `_each` forms.
 IDS_BATCH = 5_000
@@ -92,71 +90,142 @@ def _query_valid(q: object) -> str:
     return q.strip()
 
 
-def _keyword_words(q: str) -> list[str]:
-    """The words the keyword search looks for: the first ten of `q` (already valid)."""
-    return q.split()[:10]
+def _keyword_words(q: str) -> str:
+    """The text the keyword search looks for: the first ten words of `q` (already valid), a NUL read as a space
+    (PostgreSQL's text holds none)."""
+    return " ".join(q.replace("\x00", " ").split()[:10])
 
 
-def _keyword_match(q: str) -> Q:
-    """The keyword search's test of a record: its content contains each of the first ten words of `q`,
-    case-insensitive (`q` already valid)."""
-    return reduce(lambda match, word: match & Q(content__icontains=word), _keyword_words(q), Q())
+# --- keyword search ------------------------------------------------------------------------------------------
+# Semantics, the same on both databases and in the confirmation probes: the query's words are cut into tokens
+# by the index's own parser (PostgreSQL's `simple` text search configuration; SQLite FTS5's `unicode61`),
+# lower-cased, not stemmed; a record matches when its content holds, for every token, a word that starts with
+# it ("falc" finds "Falcon"; "alcon", the inside of a word, does not). No stemming, because memory content is in
+# any language: an English stemmer would mangle the others' words. Matches are ranked (`ts_rank`, `bm25`);
+# the ranking reads each candidate's index entry, so only the KEYWORD_RANKED newest matches (by id, i.e. write
+# order) are ranked: a query that matches more ranks the newest of them.
+KEYWORD_RANKED = 10_000
+
+# The tsquery of a text: each lexeme PostgreSQL's `simple` parser finds in it, as a prefix (`'lexeme':*`), all
+# of them required; NULL (matches nothing) when the text has no word. Built by the same parser that builds
+# the index (memory 0014), so a query token is always spelled as the content's; quotes and backslashes doubled
+# as tsquery's syntax wants.
+_TSQUERY_OF = r"""(SELECT string_agg('''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || ''':*', ' & ')
+          FROM unnest(to_tsvector('simple'::regconfig, {text})) AS t)"""
+_READABLE = "r.forgotten_at IS NULL AND r.redacted_at IS NULL"
+
+# The candidates of one search: the KEYWORD_RANKED newest matches, ranked. The tsquery is bound as a constant
+# (client-side binding), so the planner sees the words: the GIN index for rare ones, the primary key backwards
+# for common ones.
+_KEYWORD_SQL = f"""
+    SELECT id FROM (
+        SELECT r.id, r.content_search FROM {Record._meta.db_table} r
+        WHERE r.tenant_id = %(tenant)s AND {_READABLE} AND r.content_search @@ %(query)s::tsquery {{within}}
+        ORDER BY r.id DESC LIMIT {KEYWORD_RANKED}
+    ) c
+    ORDER BY ts_rank(c.content_search, %(query)s::tsquery) DESC, c.id DESC
+    LIMIT %(limit)s
+"""
+
+# Many (record, text) pairs at once: each record is a candidate when its own index entry matches its text.
+_KEYWORD_EACH_SQL = f"""
+    SELECT r.id FROM {Record._meta.db_table} r
+    JOIN (SELECT q.id, {_TSQUERY_OF.format(text="q.text")}::tsquery AS query
+          FROM unnest(%s::bigint[], %s::text[]) AS q(id, text)) q ON r.id = q.id
+    WHERE r.tenant_id = %s AND {_READABLE} AND r.content_search @@ q.query
+"""
+
+FTS = "memory_record_search"
+# SQLite: FTS5's unicode61 tokens are runs of letters and digits (everything else separates them).
+_FTS_TOKEN = re.compile(r"[^\W_]+")
+_FTS_SQL = f"""
+    SELECT id FROM (
+        SELECT s.rowid AS id, bm25({FTS}) AS score FROM {FTS} s JOIN {Record._meta.db_table} r ON r.id = s.rowid
+        WHERE {FTS} MATCH %s AND r.tenant_id = %s AND {_READABLE} {{within}}
+        ORDER BY s.rowid DESC LIMIT {KEYWORD_RANKED}
+    ) ORDER BY score, id DESC LIMIT %s
+"""
+
+
+def _fts_query(text: str) -> str | None:
+    """The FTS5 query of a text: every token, as a prefix, all required (None: no token, nothing matches)."""
+    tokens = _FTS_TOKEN.findall(text)
+    return " AND ".join(f'"{token}"*' for token in tokens) if tokens else None
+
+
+def _tsquery(text: str) -> str | None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {_TSQUERY_OF.format(text='%s')}", [text])
+        return cursor.fetchone()[0]
+
+
+def _ids_valid(ids) -> list[int]:
+    """Ids that can name a record (a larger number names nothing and must not reach the database)."""
+    return [int(pk) for pk in ids if 0 < int(pk) <= MAX_ID]
+
+
+def keyword_candidates(*, tenant: Tenant, text: str, limit: int, within_ids: list[int] | None = None) -> list[int]:
+    """The keyword index's best `limit` matches of `text` (words already cut to the first ten), before the final
+    step: record ids, best first."""
+    if within_ids is not None:
+        within_ids = _ids_valid(within_ids)
+        if not within_ids:
+            return []
+    if connection.vendor == "postgresql":
+        query = _tsquery(text)
+        if query is None:
+            return []
+        params = {"tenant": tenant.pk, "query": query, "limit": limit}
+        within = ""
+        if within_ids is not None:
+            within, params["within"] = "AND r.id = ANY(%(within)s::bigint[])", array_literal(within_ids)
+        sql = _KEYWORD_SQL.format(within=within)
+    else:
+        query = _fts_query(text)
+        if query is None:
+            return []
+        within = f"AND r.id IN ({', '.join(map(str, within_ids))})" if within_ids is not None else ""
+        sql, params = _FTS_SQL.format(within=within), [query, tenant.pk, limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [pk for (pk,) in cursor.fetchall()]
 
 
 def records_search(*, tenant: Tenant, q: str, limit: int = 20, within_ids: list[int] | None = None) -> list[Record]:
-    """Keyword search: records whose content contains the words of `q` (case-insensitive).
+    """Keyword search: records whose content has, for each word of `q`, a word starting with it (case-insensitive;
+    see KEYWORD_RANKED above), best ranked first.
 
     `within_ids` restricts the candidates to those records: how confirm-erasure probes this path for
     the records it checks without scanning the whole store.
     """
     q, limit = _query_valid(q), _limit_valid(limit)
-    candidates = Record.objects.filter(tenant=tenant, forgotten_at__isnull=True, redacted_at__isnull=True)
-    if within_ids is not None:
-        candidates = candidates.filter(pk__in=within_ids)
-    ids = list(candidates.filter(_keyword_match(q)).order_by("-pk").values_list("pk", flat=True)[:limit])
-    return list(_visible_records(tenant, ids).order_by("-pk")[:limit])
+    ids = keyword_candidates(tenant=tenant, text=_keyword_words(q), limit=limit, within_ids=within_ids)
+    if not ids:
+        return []
+    found = {r.pk: r for r in _visible_records(tenant, ids)}
+    return [found[pk] for pk in ids if pk in found]
 
 
 def records_search_each(*, tenant: Tenant, queries: dict[int, str]) -> set[int]:
     """Keyword search for many records at once, each for its own `q` (record id -> q): the records that
-    `records_search(tenant=tenant, q=q, within_ids=[record id])` returns, with the same match and the same
-    final step, in one statement per EACH_BATCH records instead of one search each (how confirm-erasure
-    probes this path for a group of forgets)."""
+    `records_search(tenant=tenant, q=q, within_ids=[record id])` returns, with the same index, match and final
+    step, in one statement per EACH_BATCH records instead of one search each (how confirm-erasure probes this
+    path for a group of forgets)."""
     found: set[int] = set()
-    for batch in batches(sorted((pk, _query_valid(q)) for pk, q in queries.items()), EACH_BATCH):
+    pairs = sorted((pk, _keyword_words(_query_valid(q))) for pk, q in queries.items() if 0 < pk <= MAX_ID)
+    for batch in batches(pairs, EACH_BATCH):
         if connection.vendor == "postgresql":
-            candidates = _keyword_candidates_each(tenant, batch)
-            if not candidates:
-                continue  # nothing for the final step to let through
+            with connection.cursor() as cursor:
+                cursor.execute(_KEYWORD_EACH_SQL, [array_literal(pk for pk, _ in batch), [t for _, t in batch],
+                                                   tenant.pk])
+                candidates = [pk for (pk,) in cursor.fetchall()]
         else:
-            candidates = (Record.objects.filter(tenant=tenant, forgotten_at__isnull=True, redacted_at__isnull=True,
-                                                pk__in=[pk for pk, _ in batch])
-                          .filter(reduce(or_, (Q(pk=pk) & _keyword_match(q) for pk, q in batch)))
-                          .values("pk"))
-        found.update(_visible_records(tenant, candidates).values_list("pk", flat=True))
+            # The embedded default: one index lookup per record (FTS5 seeks the rowid), as the single search.
+            candidates = [pk for pk, text in batch
+                          if keyword_candidates(tenant=tenant, text=text, limit=1, within_ids=[pk])]
+        if candidates:  # else nothing for the final step to let through
+            found.update(_visible_records(tenant, candidates).values_list("pk", flat=True))
     return found
-
-
-# `_keyword_match` for many (record, q) pairs in one statement, on PostgreSQL: each record's patterns (its words,
-# as Django spells `icontains`: `UPPER(content::text) LIKE UPPER('%word%')`, LIKE's metacharacters escaped) bound
-# as parallel arrays and tested with `LIKE ALL`. The ORM's form (an OR of one AND of LIKEs per record) cost
-# ~0.3 ms of CPU a request to build and quote for a group's probe (bench_workflow.py).
-_KEYWORD_EACH_SQL = f"""
-    SELECT r.id FROM {Record._meta.db_table} r
-    JOIN (SELECT id, array_agg(UPPER(pattern)) AS patterns FROM unnest(%s::bigint[], %s::text[]) AS q(id, pattern)
-          GROUP BY id) q ON r.id = q.id
-    WHERE r.tenant_id = %s AND r.forgotten_at IS NULL AND r.redacted_at IS NULL
-      AND UPPER(r.content::text) LIKE ALL (q.patterns)
-"""
-
-
-def _keyword_candidates_each(tenant: Tenant, queries: Sequence[tuple[int, str]]) -> list[int]:
-    """The keyword search's candidates for each (record id, valid q): the record itself when its content holds
-    every word of its q."""
-    pairs = [(pk, f"%{connection.ops.prep_for_like_query(word)}%") for pk, q in queries for word in _keyword_words(q)]
-    with connection.cursor() as cursor:
-        cursor.execute(_KEYWORD_EACH_SQL, [array_literal(pk for pk, _ in pairs), [p for _, p in pairs], tenant.pk])
-        return [pk for (pk,) in cursor.fetchall()]
 
 
 @dataclass(frozen=True)
