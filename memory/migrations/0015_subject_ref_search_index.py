@@ -36,7 +36,7 @@ def index_drop(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("memory", "0012_tsprivacy_salt_with_content_fleet_ack"),
+        ("memory", "0014_keyword_search_index"),
     ]
 
     operations = [
