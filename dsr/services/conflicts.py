@@ -238,7 +238,7 @@ def _refused(conflict_id: int, exc: RequestError) -> dict:
 
 
 def _selection_refused(decision: str, refused: list[dict], selected: int) -> RequestError:
-    which = "; ".join(f"conflict {r['conflict_id']}: {r['detail']}" for r in refused)
+    which = " ".join(f"Conflict {r['conflict_id']}: {r['detail'].rstrip('.')}." for r in refused)
     return errors.conflict("selection_refused", f"Nothing was decided: {len(refused)} of the {selected} selected "
                            f"conflicts cannot take the decision “{decision}”. {which}", decision=decision,
                            refused=refused)

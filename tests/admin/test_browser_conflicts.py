@@ -122,6 +122,7 @@ def test_legal_decides_a_selection_at_once_and_sees_a_refusal_as_a_whole(legal_p
     assert "compliance_lock" in page.locator(f'tr[data-conflict="{c.compliance.pk}"]').inner_text()
     assert "legal_hold" in page.locator(f'tr[data-conflict="{c.hold.pk}"]').inner_text()
     assert _statuses() == before and Record.objects.filter(pk=c.records["governance"].pk).exists()
+    page.screenshot(path=str(ARTIFACTS / "conflicts-decide.png"), full_page=True)
 
     # The same selection upheld, from the same page: each recorded on its own with the justification.
     page.check('input[name="decision"][value="uphold"]')

@@ -51,7 +51,7 @@ def test_an_override_over_a_selection_with_locked_records_decides_nothing_and_na
     assert refusal.code == "selection_refused" and refusal.status_code == 409
     assert {(r["conflict_id"], r["code"]) for r in refusal.extra["refused"]} == {
         (c.compliance.pk, "compliance_lock"), (c.hold.pk, "legal_hold")}
-    assert f"conflict {c.compliance.pk}" in refusal.detail
+    assert f"Conflict {c.compliance.pk}: Compliance-mode rules keep this record" in refusal.detail
     assert _state(c) == before
     assert Record.objects.filter(pk=c.records["governance"].pk).exists()
 
