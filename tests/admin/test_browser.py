@@ -386,6 +386,7 @@ def test_the_dashboard_shows_the_work_at_a_glance(page_as, live_server):
     assert int(page.locator("#dash-overdue").inner_text()) == requests_overdue().count()
     assert int(page.locator("#dash-soon").inner_text()) == requests_due_within(days=7).count()
     assert int(page.locator("#dash-conflicts").inner_text()) == RetentionConflict.objects.filter(status="open").count()
+    assert int(page.locator("#dash-action").inner_text()) == requests_needing_action(SubjectRequest.objects.all()).count()
     assert int(page.locator("#dash-open").inner_text()) == SubjectRequest.objects.exclude(
         status__in=["completed", "refused", "closed"]).count()
     bars = page.locator("svg.ledger-chart rect[data-value]")
