@@ -94,7 +94,8 @@ class QueueFilter(DefaultChoiceFilter):
                 ("all", "All")]
 
     def queryset(self, request, queryset):
-        # The same predicates as dsr.selectors and dsr.next_step, so the open-requests partial index answers them.
+        # The same predicates as dsr.selectors (the open-requests partial index answers those) and dsr.next_step
+        # (an ordered scan of (effective_due_date, id) that stops at a page of rows; one EXISTS a row).
         if self.effective == "action":
             return requests_needing_action(queryset)
         if self.effective == "nothing":
