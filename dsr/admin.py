@@ -22,6 +22,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from config.admin_pages import act_page, page_render
+from dsr.admin_media import LIST_CSS
 from dsr.dashboard import (
     SOON_DAYS,
     days_left,
@@ -30,7 +31,6 @@ from dsr.dashboard import (
     today_utc,
     workflow_running,
 )
-from dsr.admin_media import MEDIA_CSS
 from dsr.models import (
     DONE_STATUSES,
     Channel,
@@ -50,8 +50,6 @@ from memory.lookups import id_prefix_q
 from memory.models import Tenant
 from memory.subjects import subject_ids_search
 
-# Long lists: compact columns that fit next to the sidebar and the filters (dsr/static/ledger/lists.css).
-LIST_CSS = {"all": [*MEDIA_CSS["all"], "ledger/lists.css"]}
 
 admin.site.site_header = "Forgetting Ledger"
 admin.site.site_title = "Forgetting Ledger"
@@ -96,7 +94,8 @@ class QueueFilter(DefaultChoiceFilter):
                 ("all", "All")]
 
     def queryset(self, request, queryset):
-        # The same predicates as dsr.selectors and dsr.next_step, so the open-requests partial index answers them.
+        # The same predicates as dsr.selectors (the open-requests partial index answers those) and dsr.next_step
+        # (an ordered scan of (effective_due_date, id) that stops at a page of rows; one EXISTS a row).
         if self.effective == "action":
             return requests_needing_action(queryset)
         if self.effective == "nothing":
@@ -110,14 +109,6 @@ class QueueFilter(DefaultChoiceFilter):
         if self.effective == "done":
             return queryset.filter(status__in=DONE_STATUSES)
         return queryset
-
-
-def short_datetime(value):
-    """A date and time in a list column: 2026-12-05 09:30 (UTC, as the admin runs), never wrapped."""
-    if value is None:
-        return "-"
-    return format_html('<span class="ledger-date" title="{}">{}</span>', value.isoformat(),
-                       f"{value:%Y-%m-%d %H:%M}")
 
 
 def short_date(value):
@@ -180,22 +171,6 @@ class RequestAddForm(forms.Form):
         max_length=200, required=False, label="Identity verified by",
         help_text="Filled in only if the subject's identity is verified already (e.g. “signed-in account”); "
                   "empty, the request waits for verification on its page.")
-
-
-class ConflictDecisionForm(forms.Form):
-    DECISIONS = [("uphold", "Uphold: keep the record, hidden and restricted; tell the subject why"),
-                 ("override", "Override: erase the record after all"),
-                 ("defer", "Defer: decide on a later date")]
-    decision = forms.ChoiceField(choices=DECISIONS, widget=forms.RadioSelect)
-    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=2000,
-                                    label="Written justification")
-    until = forms.DateField(required=False, label="Defer to", widget=forms.DateInput(attrs={"type": "date"}))
-
-    def clean(self):
-        data = super().clean()
-        if data.get("decision") == "defer" and not data.get("until"):
-            self.add_error("until", "A deferral needs a date.")
-        return data
 
 
 # --- requests --------------------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ def test_operator_triages_a_request_from_the_queue_to_the_end_of_its_workflow(pa
     overdue = page.locator("#result_list .ledger-countdown.overdue")
     assert overdue.count() == requests_overdue().count() + requests_due_within(days=0).count()
     assert page.locator("#result_list .ledger-countdown.soon").count() > 0
-    days = [int(d) for d in page.locator("#result_list .ledger-countdown").evaluate_all(
+    days = [int(d) for d in page.locator("#result_list .ledger-countdown[data-days]").evaluate_all(
         "cells => cells.map(c => c.dataset.days)")]
     assert days == sorted(days)  # ordered by urgency
     shot(page, "queue")
@@ -115,8 +115,9 @@ def test_operator_triages_a_request_from_the_queue_to_the_end_of_its_workflow(pa
     assert page.locator("#result_list tbody tr").count() >= 1
     page.fill("#searchbar", "subject-7")
     navigate(page, lambda: page.press("#searchbar", "Enter"))
-    assert page.locator("#result_list tbody tr").count() == 1
-    page.locator("#result_list tbody tr th a").first.click()
+    # A piece of a reference: subject-7, and the other tenant's globex-subject-7.
+    assert page.locator("#result_list tbody tr").count() == 2
+    page.locator(f'#result_list tbody tr th a[href*="/subjectrequest/{request.pk}/change/"]').click()
     page.wait_for_selector("#actions")
 
     # Verify the identity, extend (the subject is told why), start the workflow.
@@ -382,6 +383,7 @@ def test_the_dashboard_shows_the_work_at_a_glance(page_as, live_server):
     assert int(page.locator("#dash-overdue").inner_text()) == requests_overdue().count()
     assert int(page.locator("#dash-soon").inner_text()) == requests_due_within(days=7).count()
     assert int(page.locator("#dash-conflicts").inner_text()) == RetentionConflict.objects.filter(status="open").count()
+    assert int(page.locator("#dash-action").inner_text()) == requests_needing_action(SubjectRequest.objects.all()).count()
     assert int(page.locator("#dash-open").inner_text()) == SubjectRequest.objects.exclude(
         status__in=["completed", "refused", "closed"]).count()
     bars = page.locator("svg.ledger-chart rect[data-value]")

@@ -78,3 +78,27 @@ def test_subject_search_uses_the_trigram_index(tenant):
             cursor.execute(f"EXPLAIN {sql}", params)
             plan = "\n".join(row[0] for row in cursor.fetchall())
             assert "subject_ref_upper_trgm_idx" in plan, plan
+
+
+def test_a_database_owner_who_is_not_a_superuser_can_create_pg_trgm():
+    """Production migrates as the tables' owner, not a superuser (README, database roles): memory 0015's
+    CREATE EXTENSION must work for such a role (pg_trgm is a trusted extension)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's extension")
+    import psycopg
+
+    params = connection.get_connection_params()
+    base = {k: params[k] for k in ("host", "port", "user") if params.get(k)}
+    name = f"{params['dbname']}_trgm"
+    with psycopg.connect(**base, dbname="postgres", autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute(f"DROP ROLE IF EXISTS {name}_owner")
+        admin.execute(f"CREATE ROLE {name}_owner LOGIN NOSUPERUSER")
+        admin.execute(f"CREATE DATABASE {name} OWNER {name}_owner")
+        try:
+            with psycopg.connect(**{**base, "user": f"{name}_owner"}, dbname=name, autocommit=True) as owner:
+                owner.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+                assert owner.execute("SELECT 'cust-1001' % 'cust-100'").fetchone() == (True,)
+        finally:
+            admin.execute(f"DROP DATABASE IF EXISTS {name}")
+            admin.execute(f"DROP ROLE IF EXISTS {name}_owner")
