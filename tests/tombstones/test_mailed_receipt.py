@@ -57,7 +57,10 @@ def test_the_mailed_bundle_is_versioned_and_verifies_on_the_page_and_offline(mai
     bundle = json.loads(text)
     assert name == f"receipt-request-{request.pk}.json"
     assert bundle["format"] == BUNDLE_FORMAT and bundle["request"] == request.pk and len(bundle["receipts"]) == 2
-    assert verdict(client.post("/verify/", {"receipt": text}).content.decode()) == "genuine"
+    html = client.post("/verify/", {"receipt": text}).content.decode()
+    assert verdict(html) == "genuine" and html.count('class="tombstone"') == 2
+    salts = [salt for receipt in bundle["receipts"] for salt in receipt["salts"].values()]
+    assert salts and not [salt for salt in salts if salt in html], "a genuine receipt's salts are not shown back"
     (tmp_path / name).write_text(text)
     (tmp_path / "keys.json").write_text(json.dumps(jwks_document()))
     (tmp_path / "mine.txt").write_text("my address is 12 Tangerine Lane")
