@@ -169,6 +169,7 @@ def test_the_mailed_receipt_verifies_in_chromium_by_upload_and_by_paste(page, li
     page.click("button[type=submit]")
     assert browser_verdicts(page, "verify-mailed-receipt-valid-paste.png") == ("genuine", "genuine", "yes")
     assert page.get_attribute("#coverage", "data-covered") == "yes"
+    assert "Covered: this piece of your data was among the records, and it was erased." in page.inner_text("#coverage")
 
 
 @pytest.mark.browser
