@@ -181,3 +181,15 @@ def test_a_tampered_copy_of_the_mailed_receipt_is_refused_in_chromium(page, live
     assert browser_verdicts(page, "verify-mailed-receipt-tampered.png") == ("field_changed", "field_changed", "yes")
     assert "Receipt 2 of 2" in page.inner_text("#server-verdict") and "Receipt 2 of 2" in page.inner_text("#browser-verdict")
     assert page.input_value("#id_receipt") == tampered(text), "the pasted text is kept after a refusal"
+
+
+@pytest.mark.browser
+def test_the_spec_is_one_click_from_the_verify_page(page, live_server, transactional_db):
+    page.goto(f"{live_server.url}/verify/")
+    page.click("#spec-link")
+    page.wait_for_selector("#spec h1")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "verify-spec.png"))
+    assert page.url.endswith("/verify/spec")
+    assert page.inner_text("#spec h1") == "Receipt verification specification, version 1"
+    assert page.locator("#spec table").count() >= 4
