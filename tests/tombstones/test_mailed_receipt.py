@@ -67,6 +67,7 @@ def test_the_mailed_bundle_is_versioned_and_verifies_on_the_page_and_offline(mai
     result = run_offline(tmp_path / name, tmp_path / "keys.json", "--content-file", tmp_path / "mine.txt")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "genuine:" in result.stdout and "Covered" in result.stdout
+    assert "(2 of 2)" in result.stdout and "3 records erased." in result.stdout
     (tmp_path / "tampered.json").write_text(tampered(text))
     result = run_offline(tmp_path / "tampered.json", tmp_path / "keys.json", "--json")
     assert result.returncode == 1 and json.loads(result.stdout)["code"] == "field_changed"
