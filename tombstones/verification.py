@@ -52,6 +52,12 @@ CHECKS = {
 GENUINE_MESSAGE = "Genuine: signed by a published key and recorded in the log under a signed checkpoint."
 
 
+# What became of a covered piece of data, in words (tombstones/plain.py says the rest of the page's).
+COVERED_OUTCOMES = {"deleted": "and it was erased", "redacted": "and its content was erased",
+                    "hidden": "hidden from every use; its content is erased later",
+                    "refused": "kept, because the law or a legal hold requires it"}
+
+
 def commitment_of(content: str, salt_hex: str) -> str:
     """The salted content commitment a tombstone lists: hex SHA-256 over (salt bytes || content UTF-8)."""
     return hashlib.sha256(bytes.fromhex(salt_hex) + content.encode("utf-8")).hexdigest()
@@ -151,8 +157,9 @@ def coverage_check(statement: dict, *, content: str, salts: list[str]) -> Covera
         except ValueError:
             return Coverage(False, "The salt must be the 32 hexadecimal characters from your receipt.")
         if found:
-            return Coverage(True, f"Covered: this content was among the records, outcome "
-                                  f"{found.get('outcome')}.", found.get("outcome"), found.get("tier"))
+            outcome = found.get("outcome")
+            return Coverage(True, f"Covered: this piece of your data was among the records, "
+                                  f"{COVERED_OUTCOMES.get(outcome, f'outcome {outcome}')}.", outcome, found.get("tier"))
     if not salts:
         return Coverage(False, "Give the salt from your receipt to check a piece of content.")
     return Coverage(False, "Not covered: none of this tombstone's records has exactly this content, with the "

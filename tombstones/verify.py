@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from .jwk import jwks_parse
+from .plain import tombstone_words
 from .receipt import json_parse
 from .verification import verify_receipt
 
@@ -66,6 +67,12 @@ def run(args: argparse.Namespace, *, out) -> int:
         for check in report.checks:
             out.write(f"{'ok  ' if check['passed'] else 'FAIL'} {check['check']}\n")
         out.write(f"{report.code}: {report.message}\n")
+        for n, item in enumerate(report.items or [report], 1):
+            if item.summary:  # what each genuine tombstone records, in the page's words
+                words = tombstone_words(item.summary)
+                out.write(f"tombstone {words['tombstone_id']} ({n} of {len(report.items or [report])}), "
+                          f"{words['when']}: {words['records']}"
+                          + (f" {words['derived']}" if words["derived"] else "") + f" {words['deferred']}\n")
         if report.coverage:
             out.write(f"content: {report.coverage.message}\n")
     ok = report.genuine and (report.coverage is None or report.coverage.covered)

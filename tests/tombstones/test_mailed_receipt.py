@@ -57,13 +57,17 @@ def test_the_mailed_bundle_is_versioned_and_verifies_on_the_page_and_offline(mai
     bundle = json.loads(text)
     assert name == f"receipt-request-{request.pk}.json"
     assert bundle["format"] == BUNDLE_FORMAT and bundle["request"] == request.pk and len(bundle["receipts"]) == 2
-    assert verdict(client.post("/verify/", {"receipt": text}).content.decode()) == "genuine"
+    html = client.post("/verify/", {"receipt": text}).content.decode()
+    assert verdict(html) == "genuine" and html.count('class="tombstone"') == 2
+    salts = [salt for receipt in bundle["receipts"] for salt in receipt["salts"].values()]
+    assert salts and not [salt for salt in salts if salt in html], "a genuine receipt's salts are not shown back"
     (tmp_path / name).write_text(text)
     (tmp_path / "keys.json").write_text(json.dumps(jwks_document()))
     (tmp_path / "mine.txt").write_text("my address is 12 Tangerine Lane")
     result = run_offline(tmp_path / name, tmp_path / "keys.json", "--content-file", tmp_path / "mine.txt")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "genuine:" in result.stdout and "Covered" in result.stdout
+    assert "(2 of 2)" in result.stdout and "3 records erased." in result.stdout
     (tmp_path / "tampered.json").write_text(tampered(text))
     result = run_offline(tmp_path / "tampered.json", tmp_path / "keys.json", "--json")
     assert result.returncode == 1 and json.loads(result.stdout)["code"] == "field_changed"
@@ -166,6 +170,7 @@ def test_the_mailed_receipt_verifies_in_chromium_by_upload_and_by_paste(page, li
     page.click("button[type=submit]")
     assert browser_verdicts(page, "verify-mailed-receipt-valid-paste.png") == ("genuine", "genuine", "yes")
     assert page.get_attribute("#coverage", "data-covered") == "yes"
+    assert "Covered: this piece of your data was among the records, and it was erased." in page.inner_text("#coverage")
 
 
 @pytest.mark.browser
@@ -177,3 +182,15 @@ def test_a_tampered_copy_of_the_mailed_receipt_is_refused_in_chromium(page, live
     assert browser_verdicts(page, "verify-mailed-receipt-tampered.png") == ("field_changed", "field_changed", "yes")
     assert "Receipt 2 of 2" in page.inner_text("#server-verdict") and "Receipt 2 of 2" in page.inner_text("#browser-verdict")
     assert page.input_value("#id_receipt") == tampered(text), "the pasted text is kept after a refusal"
+
+
+@pytest.mark.browser
+def test_the_spec_is_one_click_from_the_verify_page(page, live_server, transactional_db):
+    page.goto(f"{live_server.url}/verify/")
+    page.click("#spec-link")
+    page.wait_for_selector("#spec h1")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "verify-spec.png"))
+    assert page.url.endswith("/verify/spec")
+    assert page.inner_text("#spec h1") == "Receipt verification specification, version 1"
+    assert page.locator("#spec table").count() >= 4

@@ -172,3 +172,12 @@ def test_the_spec_page_serves_the_document_with_its_vectors(client):
     html = client.get("/verify/spec").content.decode()
     assert "Receipt verification specification, version 1" in html and "<table>" in html
     assert V["keys"]["tombstone_kid"] in html and "test-vectors:begin" in html
+
+
+def test_the_example_statement_is_one_the_issuer_would_sign_byte_for_byte():
+    from tombstones.services.statement import statement_payload
+
+    value = V["statement"]["value"]
+    given = {key: value[key] for key in ("request", "scope", "execution", "propagation", "time")}
+    payload, _ = statement_payload(tombstone_id=value["tombstone_id"], statement=given, log_origin=value["log_origin"])
+    assert payload.decode() == V["statement"]["canonical"]
