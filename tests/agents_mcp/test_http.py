@@ -22,10 +22,12 @@ def _client(url: str, key: str, mode: str = "auto") -> Client:
     return Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode, read_timeout_seconds=60)
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])  # the per-request envelope, and the initialize handshake
-def test_agent_writes_searches_is_refused_under_a_lock_forgets_and_confirms_over_http(agents, live_server, mode):
+@pytest.mark.parametrize("mode, protocol", [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+def test_agent_writes_searches_is_refused_under_a_lock_forgets_and_confirms_over_http(agents, live_server, mode,
+                                                                                      protocol):
     async def session() -> dict:
         async with _client(live_server.url, agents.acme_key, mode) as client:
+            assert client.protocol_version == protocol  # the per-request envelope, or the initialize handshake
             return await agent_session(client, globex_record_id=agents.globex_record_id)
 
     ids = anyio.run(session)

@@ -20,9 +20,11 @@ def _params(tenant: str, key: str | None) -> StdioServerParameters:
     return StdioServerParameters(command=command, args=args, env=env)
 
 
-def test_agent_writes_searches_is_refused_under_a_lock_forgets_and_confirms_over_stdio(agents):
+@pytest.mark.parametrize("mode, protocol", [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+def test_agent_writes_searches_is_refused_under_a_lock_forgets_and_confirms_over_stdio(agents, mode, protocol):
     async def session() -> dict:
-        async with Client(_params("acme", agents.acme_key), read_timeout_seconds=60) as client:
+        async with Client(_params("acme", agents.acme_key), mode=mode, read_timeout_seconds=60) as client:
+            assert client.protocol_version == protocol  # the per-request envelope, or the initialize handshake
             return await agent_session(client, globex_record_id=agents.globex_record_id)
 
     ids = anyio.run(session)
