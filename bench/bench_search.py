@@ -10,7 +10,8 @@ and 10 noise tenants with 20,000 records each, written set-based (INSERT ... SEL
 index is built after the rows, as CREATE INDEX does it faster than row by row). A record's content is "note N:"
 and 24 words drawn from a vocabulary of 32,768 made-up three-syllable words with a Zipf-like law (a word's
 rank is exp(uniform(0, ln 32768)): the commonest word is in ~80% of the records, most words in a handful), so
-queries meet every selectivity. Records are of the class "chat" (no rule), in 100 scopes per tenant.
+queries meet every selectivity (the word of rank k is in ~24 / (k ln 32768) of the records: rank 1 in 80%,
+rank 100 in 2.3%, rank 10,000 in 0.02%). Records are of the class "chat" (no rule), in 100 scopes per tenant.
 
 Measured, each over --queries queries after a warm-up pass on other queries (p50 / p99, in ms):
   fetch by id:     `record_read` (selector); GET /api/v1/memory/records/<id> (Django's test Client, in process,
@@ -18,9 +19,11 @@ Measured, each over --queries queries after a warm-up pass on other queries (p50
                    id = %s`;
   keyword search:  `records_search(limit=10)`; GET /api/v1/memory/search?q=...; raw: the selector's ranked
                    statement alone (`content_search @@ tsquery`, the same SQL, its tsquery made beforehand), on
-                   its own psycopg connection as psql would send it. Queries: one word of a random record (40%;
-                   drawn by frequency, so often common words), two words of one record (30%), the first four
-                   letters of one of its words (a prefix, 20%), a word that is in no record (10%);
+                   its own psycopg connection as psql would send it. Queries, each from a random record: its
+                   rarest word (30%: a specific term, as one recalls a memory by), any of its words (20%:
+                   drawn by frequency, so mostly common words that match 1-80% of the records), two of its
+                   words (25%), the first four letters of one of them (a prefix, 15%), and a word that is in
+                   no record (10%);
   write path:      --writes records through POST /api/v1/memory/records, one at a time (records/s); then
                    deleted again, so that --reuse finds the store as it was built.
 """
@@ -56,6 +59,8 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=300, help="queries per measured path (at least 200)")
     parser.add_argument("--writes", type=int, default=1_000, help="records written through the API")
     parser.add_argument("--reuse", action="store_true", help="keep the store of an earlier run if it has this shape")
+    parser.add_argument("--ranked", type=int, default=None,
+                        help="matches ranked per query (default: memory.selectors.KEYWORD_RANKED)")
     parser.add_argument("--build-only", action="store_true", help="build the store and stop")
     parser.add_argument("--seed", type=int, default=20)
     return parser.parse_args()
@@ -85,13 +90,18 @@ def _database_ensure(url: str, *, fresh: bool) -> None:
 
 
 def _raw_connect(url: str, dbname: str | None = None):
+    """A plain psycopg connection that sends each statement with its values in it, as psql does (and as Django
+    does: client-side binding), never prepared: the planner sees the words of each query."""
     import psycopg
 
     parts = urlsplit(url)
-    return psycopg.connect(host=parts.hostname or "127.0.0.1", port=parts.port or 5432,
-                           user=unquote(parts.username or "postgres"),
-                           password=unquote(parts.password) if parts.password else None,
-                           dbname=dbname or unquote(parts.path.lstrip("/")), autocommit=True)
+    connection = psycopg.connect(host=parts.hostname or "127.0.0.1", port=parts.port or 5432,
+                                 user=unquote(parts.username or "postgres"),
+                                 password=unquote(parts.password) if parts.password else None,
+                                 dbname=dbname or unquote(parts.path.lstrip("/")), autocommit=True,
+                                 cursor_factory=psycopg.ClientCursor)
+    connection.prepare_threshold = None
+    return connection
 
 
 def _sql(statement: str, params=None) -> int:
@@ -199,6 +209,16 @@ def _p(times: list[float]) -> tuple[float, float]:
     return statistics.median(times), cuts[98]
 
 
+def _rank(word: str) -> int:
+    """A vocabulary word's rank (1: the commonest; a word of rank k is drawn with probability ~ 1 / (k ln V))."""
+    digits, rest = [], word
+    while rest:
+        syllable = next(s for s in sorted(SYLLABLES, key=len, reverse=True) if rest.startswith(s))
+        digits.append(SYLLABLES.index(syllable))
+        rest = rest[len(syllable):]
+    return 1 + sum(d * len(SYLLABLES) ** i for i, d in enumerate(digits))
+
+
 def _queries(rng: random.Random, tenant_id: int, count: int) -> list[tuple[str, str]]:
     """(kind, q) pairs drawn from random records of the tenant (see the module docstring)."""
     low, high = _fetch("SELECT min(id), max(id) FROM memory_record WHERE tenant_id = %s", [tenant_id])[0]
@@ -208,9 +228,11 @@ def _queries(rng: random.Random, tenant_id: int, count: int) -> list[tuple[str, 
     for pk in ids:
         words = contents[pk].split(": ", 1)[1].split()
         roll = rng.random()
-        if roll < 0.4:
-            queries.append(("one word", rng.choice(words)))
-        elif roll < 0.7:
+        if roll < 0.3:
+            queries.append(("rare word", max(words, key=_rank)))
+        elif roll < 0.5:
+            queries.append(("any word", rng.choice(words)))
+        elif roll < 0.75:
             queries.append(("two words", " ".join(rng.sample(words, 2))))
         elif roll < 0.9:
             queries.append(("prefix", rng.choice(words)[:4]))
@@ -259,7 +281,8 @@ def measure(args, url: str) -> None:
     version = _fetch("SHOW server_version")[0][0]
     total = _fetch("SELECT count(*) FROM memory_record")[0][0]
     print(f"PostgreSQL {version}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
-          f"{total:,} records, {args.records:,} in the measured tenant; {args.queries} queries per path")
+          f"{total:,} records, {args.records:,} in the measured tenant; {args.queries} queries per path; "
+          f"ranking the {args.ranked or selectors.KEYWORD_RANKED:,} newest matches")
 
     rng = random.Random(args.seed)
     warm, queries = _queries(rng, tenant.pk, args.queries), _queries(rng, tenant.pk, args.queries)
@@ -288,7 +311,9 @@ def measure(args, url: str) -> None:
 
     # The raw side: the selector's own ranked statement, its tsquery made beforehand (outside the timing).
     tsqueries = {q: selectors._tsquery(selectors._keyword_words(q)) for _, q in warm + queries}
-    raw_sql = selectors._KEYWORD_SQL.format(within="")
+    if args.ranked is not None:
+        selectors.KEYWORD_RANKED = args.ranked
+    raw_sql = selectors._KEYWORD_SQL.format(within="", ranked=selectors.KEYWORD_RANKED)
 
     def search_raw(q):
         if tsqueries[q] is not None:
