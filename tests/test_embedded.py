@@ -5,6 +5,8 @@ a real Celery worker process and the web server, both children of the command.
 """
 from __future__ import annotations
 
+import email
+import email.policy
 import http.cookiejar
 import json
 import os
@@ -42,6 +44,18 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _wait_for_mail(directory: Path, timeout: float = 60.0) -> str:
+    """The text of the first mail the file backend wrote into `directory`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sent = sorted(directory.glob("*.eml")) if directory.exists() else []
+        if sent:
+            message = email.message_from_bytes(sent[0].read_bytes(), policy=email.policy.default)
+            return message.get_body(preferencelist=("plain",)).get_content()
+        time.sleep(0.5)
+    raise AssertionError(f"no mail in {directory} after {timeout:.0f}s")
 
 
 class Served:
@@ -210,6 +224,25 @@ def test_embedded_default_serves_the_api_runs_a_worker_and_stops_cleanly(tmp_pat
         status, body = served.post("/api/v1/requests", {"subject": "cust-1001", "type": "access",
                                                         "regulation": "gdpr", "channel": "email"}, operator_token)
         assert (status, body.get("status")) == (201, "received"), body
+
+        # and an erasure request runs on the worker to its end, and the mail sent to the subject links to
+        # the verification page of this server, on the port it was started with
+        status, body = served.post("/api/v1/requests", {"subject": "cust-1002", "type": "erasure",
+                                                        "regulation": "gdpr", "channel": "email",
+                                                        "contact_email": "ana@example.org"}, operator_token)
+        assert status == 201, body
+        request_id = body["id"]
+        status, body = served.post(f"/api/v1/requests/{request_id}/verify-identity",
+                                   {"method": "signed-in account"}, operator_token)
+        assert status == 200, body
+        status, body = served.post(f"/api/v1/requests/{request_id}/start", {}, operator_token)
+        assert status in (200, 202), body
+        mail = _wait_for_mail(tmp_path / "mail")
+        links = re.findall(r"https?://\S+/verify/\?id=[0-9a-f-]+", mail)
+        assert links and all(link.startswith(f"{served.base}/verify/?id=") for link in links), mail
+        with urllib.request.urlopen(links[0], timeout=30) as page:
+            assert page.status == 200
+            assert links[0].rsplit("=", 1)[1] in page.read().decode()
 
         # and the worker process takes a task off the broker and runs it (the ping answers with our nonce)
         status, body = served.get("/healthz?worker=1")

@@ -138,6 +138,9 @@ class Command(BaseCommand):
     def _start(self, *, host: str, port: int, beat: bool) -> dict[str, subprocess.Popen]:
         # The same settings module and var dir as this process (manage.py set DJANGO_SETTINGS_MODULE).
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "LEDGER_VAR_DIR": str(settings.VAR_DIR)}
+        # The links mailed to subjects must reach this server as it runs (another --port included), unless
+        # the operator said where the public page lives.
+        env.setdefault("LEDGER_PUBLIC_URL", f"http://{host}:{port}")
         base_dir = Path(settings.BASE_DIR)
         worker = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=info",
                   "--hostname=embedded@%h", "--without-gossip", "--without-mingle"]
