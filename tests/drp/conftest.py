@@ -74,7 +74,10 @@ class Drp:
         return self.client.generic("POST", url, body, content_type=content_type)
 
     def create(self, **fields):
-        response = self.post(exercise(agent_id=self.agent.agent_id, **fields))
+        message = exercise(agent_id=self.agent.agent_id, **fields)
+        if message.get("exercise") not in ("sale:opt-out", "sale:opt-in"):  # the spelling of the 2.01 example
+            assert is_valid(message, "exercise-request"), message  # what is accepted is the spec's
+        response = self.post(message)
         assert response.status_code == 200, response.content
         assert_valid(response.json(), "exercise-status")
         return response.json()
