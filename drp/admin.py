@@ -2,10 +2,41 @@
 deactivate; their DRP requests, read-only."""
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 
-from drp import services
+from config.errors import ApplicationError
+from drp import services, signing
 from drp.models import Agent, DataRightsRequest
+
+
+class AgentForm(forms.ModelForm):
+    """The service's checks as form errors (a bad key is a message on the field, not a 500)."""
+
+    business_id = forms.CharField(max_length=64, required=False,
+                                  help_text="The business-id its requests must name (empty: LEDGER_DRP_BUSINESS_ID).")
+
+    class Meta:
+        model = Agent
+        fields = ["agent_id", "tenant", "business_id", "name", "verify_key", "active"]
+
+    def _checked(self, name, check):
+        value = self.cleaned_data.get(name)
+        try:
+            check(value)
+        except ApplicationError as exc:
+            raise forms.ValidationError(exc.detail) from None
+        return value
+
+    def clean_agent_id(self):
+        return self._checked("agent_id", services.agent_id_valid)
+
+    def clean_verify_key(self):
+        return self._checked("verify_key", signing.verify_key_load)
+
+    def clean_business_id(self):
+        self.cleaned_data["business_id"] = self.cleaned_data.get("business_id") or services.conf.business_id()
+        return self._checked("business_id", services.agent_id_valid)
 
 
 @admin.register(Agent)
@@ -14,6 +45,7 @@ class AgentAdmin(admin.ModelAdmin):
     list_filter = ["active"]
     list_select_related = ["tenant"]
     search_fields = ["agent_id", "name"]
+    form = AgentForm
     readonly_fields = ["token_prefix", "token_issued_at", "created_at"]
     fields = ["agent_id", "tenant", "business_id", "name", "verify_key", "active", *readonly_fields]
     actions = ["issue_token", "deactivate"]
@@ -27,7 +59,6 @@ class AgentAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:
-            services.signing.verify_key_load(obj.verify_key)
             super().save_model(request, obj, form, change)
             return
         agent, key = services.agent_register(tenant=obj.tenant, agent_id=obj.agent_id, verify_key=obj.verify_key,

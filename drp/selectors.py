@@ -8,6 +8,7 @@ The status mapping (README "Authorized agents (Data Rights Protocol)" has the ta
 | verified, planned, executing, awaiting_legal           | in_progress  |                      |
 | partially_completed (erasures deferred by a lock)      | in_progress  |                      |
 | completed (or closed after it)                         | fulfilled    |                      |
+| closed after partially_completed (the rest kept by law) | fulfilled    |                      |
 | refused (or closed after it)                           | denied       | other                |
 | closed: identity rejected                              | denied       | insuf_verification   |
 | closed: revoked through DRP                            | revoked      |                      |
@@ -71,9 +72,16 @@ def _closed_how(subject_request) -> tuple[str, str | None]:
     action, from_status = last if last else ("close", "")
     if action == "reject_identity":
         return "denied", "insuf_verification"
-    if from_status == S.COMPLETED:
+    if from_status in (S.COMPLETED, S.PARTIALLY_COMPLETED):
+        # Closed after the workflow ran: what the law lets the business keep is kept (a lock, a hold), the rest
+        # is done. The protocol has no partial outcome; the details say what was kept.
         return "fulfilled", None
     return "denied", "other"
+
+
+def _closed_partially(subject_request) -> bool:
+    return RequestTransition.objects.filter(request=subject_request, to_status=S.CLOSED,
+                                            from_status=S.PARTIALLY_COMPLETED).exists()
 
 
 def status_of(row: DataRightsRequest) -> dict:
@@ -102,6 +110,9 @@ def status_of(row: DataRightsRequest) -> dict:
     if state == "fulfilled":
         details = ("Completed: the data was erased." if sr.type == RequestType.ERASURE else
                    "Completed: the business sends the result to the person's contact address.")
+        if sr.status == S.CLOSED and details and sr.closing_reason and _closed_partially(sr):
+            details = ("Completed, except data the business must keep under a retention obligation or legal hold: "
+                       f"{sr.closing_reason}")
     if state == "in_progress":
         status["expected_by"] = _timestamp(sr.extended_due_date or sr.due_date)
         if sr.extended_due_date is not None:

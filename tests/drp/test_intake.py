@@ -154,3 +154,28 @@ def test_register_command_refuses_a_bad_verify_key(tenant):
     with pytest.raises(CommandError, match="invalid_verify_key"):
         call_command("drp_agent_register", "--tenant", "acme", "--agent-id", "CMD_AGENT", "--verify-key", "nope")
     assert not Agent.objects.exists()
+
+
+def test_admin_registers_an_agent_and_shows_its_token_once(admin_client, tenant):
+    keys = AgentKeys()
+    form = {"agent_id": "ADMIN_AGENT", "tenant": tenant.pk, "business_id": "", "name": "Agent from the admin",
+            "verify_key": keys.verify_key, "active": "on"}
+
+    response = admin_client.post("/admin/drp/agent/add/", form, follow=True)
+
+    assert response.status_code == 200
+    shown = [str(m) for m in response.context["messages"] if "shown once" in str(m)]
+    assert len(shown) == 1
+    token = shown[0].rsplit(": ", 1)[1]
+    agent = Agent.objects.get(agent_id="ADMIN_AGENT")
+    assert agent.token_hash == token_hash(token) and agent.business_id == "FORGETTING_LEDGER"
+    page = admin_client.get(f"/admin/drp/agent/{agent.pk}/change/")
+    assert page.status_code == 200 and token.encode() not in page.content
+
+
+def test_admin_refuses_a_bad_verify_key_as_a_form_error(admin_client, tenant):
+    form = {"agent_id": "ADMIN_AGENT", "tenant": tenant.pk, "business_id": "", "verify_key": "bm9wZQ==",
+            "active": "on"}
+    response = admin_client.post("/admin/drp/agent/add/", form)
+    assert response.status_code == 200 and b"verify_key must be a base64 Ed25519" in response.content
+    assert not Agent.objects.exists()

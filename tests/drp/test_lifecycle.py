@@ -51,6 +51,10 @@ def test_erasure_kept_in_part_by_a_lock_stays_in_progress_with_details(drp, mail
     assert sr.status == RequestStatus.PARTIALLY_COMPLETED
     now = drp.status(status["request_id"])
     assert now["status"] == "in_progress" and "retention obligation" in now["processing_details"]
+    # closed there, it is done as far as the law allows: fulfilled, saying what is kept
+    dsr.request_close(request=sr, actor="op", reason="Trade records are kept 7 years (SEC 17a-4).")
+    done = drp.status(status["request_id"])
+    assert done["status"] == "fulfilled" and "SEC 17a-4" in done["processing_details"]
 
 
 def test_extension_moves_expected_by_and_says_why(drp, mailoutbox):
