@@ -9,6 +9,8 @@ their errors are DRP's, specified by the protocol (tests/drp/schemas hold its JS
 """
 from __future__ import annotations
 
+from datetime import datetime
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
@@ -123,12 +125,12 @@ class AgentView(DrpView):
 
     def post(self, request, agent_id: str):
         body = self.signed_body(request)
-        agent = self._agent_for(agent_id, body)
-        token = services.agent_token_issue(agent=agent, actor=f"drp:{agent.agent_id}")
+        agent, issued_at = self._agent_for(agent_id, body)
+        token = services.agent_token_issue(agent=agent, actor=f"drp:{agent.agent_id}", setup_issued_at=issued_at)
         return Response({"agent-id": agent.agent_id, "token": token})
 
     @staticmethod
-    def _agent_for(agent_id: str, body: bytes) -> Agent:
+    def _agent_for(agent_id: str, body: bytes) -> tuple[Agent, datetime]:
         """The active agent `agent_id` whose key verifies the message and whose business the message names.
         Section 2.05.1: any failure is 403 (the body says which, with a stable code)."""
         candidates = list(Agent.objects.select_related("tenant").filter(agent_id=agent_id[:64], active=True))
@@ -141,7 +143,7 @@ class AgentView(DrpView):
             try:
                 message = signing.message_open(body, verify_key=agent.verify_key)
                 services.envelope_check(agent=agent, message=message, path_agent_id=agent_id)
-                return agent
+                return agent, services.message_issued_at(message)
             except errors.DrpError as exc:
                 failure = exc
         if failure is not None and failure.status_code in (400, 413):

@@ -25,6 +25,9 @@ class Agent(models.Model):
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     token_prefix = models.CharField(max_length=8, editable=False)
     token_issued_at = models.DateTimeField(editable=False)
+    # `issued-at` of the last key setup message accepted (POST /v1/agent/{id}): a later one must be newer, so a
+    # captured setup message cannot be replayed to mint a token.
+    setup_issued_at = models.DateTimeField(null=True, blank=True, editable=False)
     active = models.BooleanField(default=True, help_text="An inactive agent's token and requests are refused.")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -21,6 +21,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -104,10 +105,18 @@ def agent_register(*, tenant: Tenant, agent_id: str, verify_key: str, business_i
     return agent, key
 
 
-def agent_token_issue(*, agent: Agent, actor: str) -> str:
-    """A new bearer token for the agent; the previous one stops working at once."""
+def agent_token_issue(*, agent: Agent, actor: str, setup_issued_at: datetime | None = None) -> str:
+    """A new bearer token for the agent; the previous one stops working at once. `setup_issued_at`: the
+    `issued-at` of the key setup message asking for it (section 2.05), which must be newer than the last one
+    accepted: a captured setup message replayed within its window mints nothing (403 `replayed_request`)."""
     key, token_fields = _token_new()
-    Agent.objects.filter(pk=agent.pk).update(**token_fields)
+    agents = Agent.objects.filter(pk=agent.pk)
+    if setup_issued_at is not None:
+        token_fields["setup_issued_at"] = setup_issued_at
+        agents = agents.filter(Q(setup_issued_at__isnull=True) | Q(setup_issued_at__lt=setup_issued_at))
+    if not agents.update(**token_fields):
+        raise errors.forbidden("replayed_request", "This key setup message is not newer than the last one accepted; "
+                               "sign a new one.")
     for name, value in token_fields.items():
         setattr(agent, name, value)
     return key
@@ -132,6 +141,10 @@ def _instant(message: dict, name: str) -> datetime:
         return parsed.astimezone(UTC)
     except OverflowError:
         raise errors.invalid("invalid_timestamp", f"`{name}` is out of range.") from None
+
+
+def message_issued_at(message: dict) -> datetime:
+    return _instant(message, "issued-at")
 
 
 def envelope_check(*, agent: Agent, message: dict, path_agent_id: str | None = None) -> None:

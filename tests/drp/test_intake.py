@@ -128,6 +128,10 @@ def test_key_setup_issues_a_new_token_and_the_old_one_stops_working(drp):
     drp.client.credentials(HTTP_AUTHORIZATION=f"Bearer {response.json()['token']}")
     assert drp.client.get("/v1/agent/AGENT_A").status_code == 200
     assert drp.client.get("/v1/agent/AGENT_B").status_code == 403
+    # the same setup message, captured and sent again, mints nothing
+    replay = drp.client.generic("POST", "/v1/agent/AGENT_A", drp.keys.sign(message), content_type="text/plain")
+    assert replay.status_code == 403 and replay.json()["error"] == "replayed_request"
+    assert drp.client.get("/v1/agent/AGENT_A").status_code == 200
 
 
 def test_key_setup_signed_with_another_key_is_forbidden(drp):
