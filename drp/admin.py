@@ -68,14 +68,14 @@ class AgentAdmin(admin.ModelAdmin):
         obj.__dict__.update({k: v for k, v in agent.__dict__.items() if not k.startswith("_")})
         messages.warning(request, f"The token of {agent.agent_id}, shown once: {key}")
 
-    @admin.action(description="Issue a new token (the old one stops working)")
+    @admin.action(description="Issue a new token (the old one stops working)", permissions=["change"])
     def issue_token(self, request, queryset):
         for agent in queryset:
             key = services.agent_token_issue(agent=agent, actor=f"admin:{request.user.username}")
             self.log_change(request, agent, "Issued a new DRP token.")
             messages.warning(request, f"The new token of {agent.agent_id} ({agent.tenant}), shown once: {key}")
 
-    @admin.action(description="Deactivate (its token and requests are refused)")
+    @admin.action(description="Deactivate (its token and requests are refused)", permissions=["change"])
     def deactivate(self, request, queryset):
         for agent in queryset:
             services.agent_deactivate(agent=agent, actor=f"admin:{request.user.username}")
