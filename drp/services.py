@@ -302,7 +302,8 @@ def exercise_revoke(*, row: DataRightsRequest, body: bytes) -> DataRightsRequest
     if subject_request.status not in REVOCABLE:
         raise errors.conflict("not_revocable", "This request is being carried out or is finished; it cannot be "
                               "revoked.", status=subject_request.status)
-    note = f"Revoked by authorized agent {agent.agent_id}" + (f": {reason.strip()}" if reason and reason.strip() else ".")
+    reason = (reason or "").strip()
+    note = f"Revoked by authorized agent {agent.agent_id}" + (f": {reason}" if reason else ".")
     now = timezone.now()
     with transaction.atomic():
         claimed = DataRightsRequest.objects.filter(pk=row.pk, revoked_at__isnull=True).update(revoked_at=now)

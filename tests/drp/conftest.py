@@ -38,7 +38,8 @@ def is_valid(instance, name: str) -> bool:
 class AgentKeys:
     def __init__(self):
         self.private = Ed25519PrivateKey.generate()
-        self.verify_key = base64.b64encode(self.private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)).decode()
+        public = self.private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        self.verify_key = base64.b64encode(public).decode()
 
     def sign(self, message) -> str:
         raw = message if isinstance(message, bytes) else json.dumps(message).encode()

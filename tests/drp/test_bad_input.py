@@ -73,8 +73,9 @@ def test_every_message_refused_as_off_spec_is_invalid_by_the_spec_schema():
     # the requests refused for their shape are outside the spec too, so the schema and the service agree
     # (an empty claim is refused here though the spec only says "str": it identifies nobody)
     for change, _, error in BAD_MESSAGES:
-        if change != {"name": ""} and error in ("unknown_right", "unsupported_regime", "invalid_claim", "unsupported_version",
-                     "invalid_agent_request_id", "invalid_relationships", "missing_claims"):
+        if change != {"name": ""} and error in ("unknown_right", "unsupported_regime", "invalid_claim",
+                                                "unsupported_version", "invalid_agent_request_id",
+                                                "invalid_relationships", "missing_claims"):
             assert not is_valid(exercise(**change), "exercise-request"), change
 
 
@@ -115,9 +116,9 @@ def test_unsigned_json_body_is_unsupported_media_type(drp):
 def test_missing_or_bad_token_is_401(drp, header):
     before = snapshot()
     drp.client.credentials(**({"HTTP_AUTHORIZATION": header} if header else {}))
-    refused(drp.post(exercise()), 401, "not_authenticated" if header in (None, "Token abc") else "authentication_failed")
-    refused(drp.client.get("/v1/agent/AGENT_A"), 401,
-            "not_authenticated" if header in (None, "Token abc") else "authentication_failed")
+    error = "not_authenticated" if header in (None, "Token abc") else "authentication_failed"
+    refused(drp.post(exercise()), 401, error)
+    refused(drp.client.get("/v1/agent/AGENT_A"), 401, error)
     assert snapshot() == before
 
 
