@@ -183,3 +183,16 @@ def test_admin_refuses_a_bad_verify_key_as_a_form_error(admin_client, tenant):
     response = admin_client.post("/admin/drp/agent/add/", form)
     assert response.status_code == 200 and b"verify_key must be a base64 Ed25519" in response.content
     assert not Agent.objects.exists()
+
+
+def test_status_reads_a_bounded_number_of_queries(drp, django_assert_max_num_queries):
+    status = drp.create()
+    with django_assert_max_num_queries(3):  # the token's agent, the request with its subject request, the history
+        drp.status(status["request_id"])
+
+
+def test_a_denied_request_cannot_be_revoked(drp):
+    status = drp.create(exercise="sale:opt_out")
+    response = drp.revoke(status["request_id"])
+    assert response.status_code == 409 and response.json()["error"] == "not_revocable"
+    assert drp.status(status["request_id"])["status"] == "denied"
