@@ -28,10 +28,11 @@ VIEWABLE: dict[str, tuple[str, ...]] = {
     "retention": ("contentclass", "retentionrule", "retentiontableversion", "legalhold"),
     "dsr": ("subjectrequest", "requesttransition", "requestitem", "retentionconflict", "subjectnotice"),
     "tombstones": ("tombstone", "signingkey", "checkpoint", "keyevent"),
+    "alerts": ("alert", "webhookdelivery"),
 }
 
 CHANGES: dict[str, tuple[str, ...]] = {
-    "operator": ("dsr.change_subjectrequest",),
+    "operator": ("dsr.change_subjectrequest", "alerts.acknowledge_alert"),
     "legal": (
         "dsr.change_retentionconflict",
         "retention.add_legalhold",

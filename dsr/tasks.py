@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import time
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.conf import settings
 from django.db import OperationalError, transaction
 
-from dsr.services import notify, workflow
+from dsr.services import failure_alerts, notify, workflow
 
 STEPS = {
     workflow.PLAN: workflow.step_plan,
@@ -38,13 +38,37 @@ STEPS = {
 INLINE_SECONDS = settings.LEDGER_WORKFLOW_INLINE_SECONDS
 
 
-@shared_task(name="dsr.workflow_step", acks_late=True, reject_on_worker_lost=True,
+class WorkflowTask(Task):
+    """A workflow task that failed for good (an error that is not retried, or OperationalError past its
+    retries: Celery calls on_failure only then, on_retry otherwise) raises the request's `workflow_failed`
+    alert; a task that ran its steps resolves the alerts of its requests (their failed step went through)."""
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        from billiard.exceptions import WorkerLostError
+
+        if isinstance(exc, WorkerLostError):  # the message is delivered again (reject_on_worker_lost): no failure
+            return
+        failed = getattr(exc, "ledger_workflow", None) or (_request_ids(self.name, args, kwargs)[:1] + [None])
+        failure_alerts.workflow_failure_alert(request_id=failed[0], step=failed[1], error=exc,
+                                        retries=self.request.retries)
+
+    def on_success(self, retval, task_id, args, kwargs):
+        failure_alerts.workflow_failure_resolve(request_ids=_request_ids(self.name, args, kwargs))
+
+
+def _request_ids(name: str, args, kwargs) -> list[int]:
+    if name == "dsr.workflow_dispatch":
+        return list(kwargs.get("request_ids") or (args[0] if args else []))
+    return [kwargs["request_id"] if "request_id" in kwargs else args[0]]
+
+
+@shared_task(name="dsr.workflow_step", base=WorkflowTask, acks_late=True, reject_on_worker_lost=True,
              autoretry_for=(OperationalError,), max_retries=5, retry_backoff=True)
 def workflow_step(request_id: int, step: str) -> None:
     _chain(request_id, step, deadline=time.monotonic() + INLINE_SECONDS)
 
 
-@shared_task(name="dsr.workflow_dispatch", acks_late=True, reject_on_worker_lost=True,
+@shared_task(name="dsr.workflow_dispatch", base=WorkflowTask, acks_late=True, reject_on_worker_lost=True,
              autoretry_for=(OperationalError,), max_retries=5, retry_backoff=True)
 def workflow_dispatch(request_ids: list[int]) -> None:
     """The first step of requests started together (`workflows_start`): each one's chain in turn, in this
@@ -70,7 +94,14 @@ def workflow_dispatch(request_ids: list[int]) -> None:
 def _chain(request_id: int, step: str, *, deadline: float) -> None:
     """Run `step` and the steps that follow it here until `deadline`; then enqueue the next one."""
     while step:
-        step = STEPS[step](request_id=request_id).next_step
+        try:
+            step = STEPS[step](request_id=request_id).next_step
+        except Exception as exc:
+            try:  # which request and step failed, for the alert (WorkflowTask.on_failure)
+                exc.ledger_workflow = [request_id, step]
+            except AttributeError:
+                pass
+            raise
         if step and time.monotonic() >= deadline:
             step_enqueue(request_id=request_id, step=step)
             return
@@ -94,3 +125,10 @@ def workflow_resume() -> int:
         step_enqueue(request_id=request_id, step=step)
         count += 1
     return count
+
+
+@shared_task(name="dsr.deadline_alerts", acks_late=True)
+def deadline_alerts_task() -> int:
+    """Alerts for the requests near their deadline with work left, and resolve the others' (beat: hourly, alerts
+    migration 0002)."""
+    return failure_alerts.deadline_alerts_check().raised
