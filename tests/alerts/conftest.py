@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from dsr.roles import roles_sync
+from tests.admin.conftest import client_as  # noqa: F401 - the admin tests' logged-in clients, reused
 
 
 @dataclass
