@@ -132,3 +132,19 @@ def test_bad_webhook_config_is_refused_with_a_clear_error(url, secret, code):
         webhook_endpoint_create(url=url, secret=secret, actor="test")
     assert refused.value.code == code and refused.value.detail
     assert not WebhookEndpoint.objects.exists()
+
+
+def test_the_readmes_receiver_snippet_accepts_a_real_delivery_and_refuses_a_forged_one(receiver):
+    from tests.test_readme import _marked_block
+
+    namespace: dict = {}
+    exec(_marked_block("alerts-webhook-verify"), namespace)  # noqa: S102 - the README's own code, as written
+    verified = namespace["ledger_webhook_verified"]
+    endpoint = webhook_endpoint_create(url=receiver.url, secret=SECRET, actor="test")
+    raised = alert_raise(kind=AlertKind.SWEEP_FAILED, cause="compaction", title="t")
+    webhook_attempt(endpoint_id=endpoint.pk, alert_id=raised.alert_id, delivery_id=str(uuid.uuid4()), attempt=1)
+
+    (got,) = receiver.received
+    assert verified(SECRET, got.headers, got.body)
+    assert not verified(SECRET, got.headers, got.body + b" ")
+    assert not verified("not-the-secret-at-all", got.headers, got.body)
