@@ -15,9 +15,13 @@ which runs each one's chain in turn: the first chain's steps take the group alon
 finished by one read for all of them, are skipped (each one's delivery, then its read, used to be the cost).
 `workflow_resume`, on a beat schedule (migration dsr 0007), re-enqueues whatever stands still between steps: a
 message that was lost.
+
+A task that fails for good raises its request's `workflow_failed` alert, and one whose steps went through
+resolves it (`WorkflowTask`; dsr/services/failure_alerts.py, the alerts app).
 """
 from __future__ import annotations
 
+import logging
 import time
 
 from celery import Task, shared_task
@@ -36,6 +40,7 @@ STEPS = {
 # How long one task goes on with the steps that follow before it hands the rest to the broker: well under
 # the visibility timeout (settings: 300 s), long enough that a request of ordinary size runs in one task.
 INLINE_SECONDS = settings.LEDGER_WORKFLOW_INLINE_SECONDS
+logger = logging.getLogger(__name__)
 
 
 class WorkflowTask(Task):
@@ -48,12 +53,19 @@ class WorkflowTask(Task):
 
         if isinstance(exc, WorkerLostError):  # the message is delivered again (reject_on_worker_lost): no failure
             return
-        failed = getattr(exc, "ledger_workflow", None) or (_request_ids(self.name, args, kwargs)[:1] + [None])
-        failure_alerts.workflow_failure_alert(request_id=failed[0], step=failed[1], error=exc,
-                                        retries=self.request.retries)
+        try:
+            failed = getattr(exc, "ledger_workflow", None) or (_request_ids(self.name, args, kwargs)[:1] + [None])
+            failure_alerts.workflow_failure_alert(request_id=failed[0], step=failed[1], error=exc,
+                                                  retries=self.request.retries)
+        except Exception:  # the failure itself is in the worker's log already; the alert's is logged next to it
+            logger.exception("the alert for the failed workflow task %s could not be raised", task_id)
 
     def on_success(self, retval, task_id, args, kwargs):
-        failure_alerts.workflow_failure_resolve(request_ids=_request_ids(self.name, args, kwargs))
+        # Celery treats an error raised here as the task's failure: the steps did go through, so it is logged.
+        try:
+            failure_alerts.workflow_failure_resolve(request_ids=_request_ids(self.name, args, kwargs))
+        except Exception:
+            logger.exception("the workflow alerts of task %s could not be resolved", task_id)
 
 
 def _request_ids(name: str, args, kwargs) -> list[int]:
