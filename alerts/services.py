@@ -91,8 +91,8 @@ def alerts_resolve(*, kind: str, causes: list[str], tenant_id: int | None = None
         alerts = Alert.objects.filter(kind=kind, cause__in=list(causes))
     else:
         alerts = Alert.objects.filter(key__in=[alert_key(tenant_id=tenant_id, kind=kind, cause=c) for c in causes])
-    closed = alerts.filter(resolved_at__isnull=True).update(
-        resolved_at=timezone.now(), resolution=(resolution or "the cause was resolved")[:300])
+    resolution = (resolution or "the cause was resolved")[:300]
+    closed = alerts.filter(resolved_at__isnull=True).update(resolved_at=timezone.now(), resolution=resolution)
     if closed:
         logger.info("%s %s alert(s) resolved: %s", closed, kind, resolution)
     return closed
