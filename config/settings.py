@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "tombstones",
     "agents_mcp",
     "drp",
+    "alerts",
 ]
 
 MIDDLEWARE = [
@@ -296,3 +297,15 @@ LEDGER_PUBLIC_API_RATE_LIMIT = env.int("LEDGER_PUBLIC_API_RATE_LIMIT", default=1
 # Days to answer a subject request under a regulation other than GDPR and CCPA (and what its one
 # extension adds): dsr/deadlines.py.
 LEDGER_DSR_OTHER_DAYS = env.int("LEDGER_DSR_OTHER_DAYS", default=30)
+
+# --- alerts ---
+# A subject request with work left raises an alert this many days before its (effective) due date.
+LEDGER_ALERT_DEADLINE_DAYS = env.int("LEDGER_ALERT_DEADLINE_DAYS", default=5)
+# Webhook deliveries: the timeout of one attempt (seconds), how many retries follow a failed one, and the first
+# backoff (seconds, doubled at each retry, at most an hour; with jitter: a random wait up to that).
+LEDGER_ALERT_WEBHOOK_TIMEOUT = env.float("LEDGER_ALERT_WEBHOOK_TIMEOUT", default=5.0)
+LEDGER_ALERT_WEBHOOK_RETRIES = env.int("LEDGER_ALERT_WEBHOOK_RETRIES", default=5)
+LEDGER_ALERT_WEBHOOK_BACKOFF = env.int("LEDGER_ALERT_WEBHOOK_BACKOFF", default=30)
+LEDGER_ALERT_WEBHOOK_JITTER = env.bool("LEDGER_ALERT_WEBHOOK_JITTER", default=True)
+# Where the admin is reached from outside, for the links in alert mails and webhook bodies.
+LEDGER_ALERT_ADMIN_URL = env.str("LEDGER_ALERT_ADMIN_URL", default="http://localhost:8000")

@@ -29,10 +29,11 @@ VIEWABLE: dict[str, tuple[str, ...]] = {
     "dsr": ("subjectrequest", "requesttransition", "requestitem", "retentionconflict", "subjectnotice"),
     "tombstones": ("tombstone", "signingkey", "checkpoint", "keyevent"),
     "drp": ("agent", "datarightsrequest"),
+    "alerts": ("alert", "webhookdelivery"),
 }
 
 CHANGES: dict[str, tuple[str, ...]] = {
-    "operator": ("dsr.change_subjectrequest",),
+    "operator": ("dsr.change_subjectrequest", "alerts.acknowledge_alert"),
     "legal": (
         "dsr.change_retentionconflict",
         "retention.add_legalhold",

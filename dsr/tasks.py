@@ -15,16 +15,20 @@ which runs each one's chain in turn: the first chain's steps take the group alon
 finished by one read for all of them, are skipped (each one's delivery, then its read, used to be the cost).
 `workflow_resume`, on a beat schedule (migration dsr 0007), re-enqueues whatever stands still between steps: a
 message that was lost.
+
+A task that fails for good raises its request's `workflow_failed` alert, and one whose steps went through
+resolves it (`WorkflowTask`; dsr/services/failure_alerts.py, the alerts app).
 """
 from __future__ import annotations
 
+import logging
 import time
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.conf import settings
 from django.db import OperationalError, transaction
 
-from dsr.services import notify, workflow
+from dsr.services import failure_alerts, notify, workflow
 
 STEPS = {
     workflow.PLAN: workflow.step_plan,
@@ -36,15 +40,47 @@ STEPS = {
 # How long one task goes on with the steps that follow before it hands the rest to the broker: well under
 # the visibility timeout (settings: 300 s), long enough that a request of ordinary size runs in one task.
 INLINE_SECONDS = settings.LEDGER_WORKFLOW_INLINE_SECONDS
+logger = logging.getLogger(__name__)
 
 
-@shared_task(name="dsr.workflow_step", acks_late=True, reject_on_worker_lost=True,
+class WorkflowTask(Task):
+    """A workflow task that failed for good (an error that is not retried, or OperationalError past its
+    retries: Celery calls on_failure only then, on_retry otherwise) raises the request's `workflow_failed`
+    alert; a task that ran its steps resolves the alerts of its requests (their failed step went through)."""
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        from billiard.exceptions import WorkerLostError
+
+        if isinstance(exc, WorkerLostError):  # the message is delivered again (reject_on_worker_lost): no failure
+            return
+        try:
+            failed = getattr(exc, "ledger_workflow", None) or (_request_ids(self.name, args, kwargs)[:1] + [None])
+            failure_alerts.workflow_failure_alert(request_id=failed[0], step=failed[1], error=exc,
+                                                  retries=self.request.retries)
+        except Exception:  # the failure itself is in the worker's log already; the alert's is logged next to it
+            logger.exception("the alert for the failed workflow task %s could not be raised", task_id)
+
+    def on_success(self, retval, task_id, args, kwargs):
+        # Celery treats an error raised here as the task's failure: the steps did go through, so it is logged.
+        try:
+            failure_alerts.workflow_failure_resolve(request_ids=_request_ids(self.name, args, kwargs))
+        except Exception:
+            logger.exception("the workflow alerts of task %s could not be resolved", task_id)
+
+
+def _request_ids(name: str, args, kwargs) -> list[int]:
+    if name == "dsr.workflow_dispatch":
+        return list(kwargs.get("request_ids") or (args[0] if args else []))
+    return [kwargs["request_id"] if "request_id" in kwargs else args[0]]
+
+
+@shared_task(name="dsr.workflow_step", base=WorkflowTask, acks_late=True, reject_on_worker_lost=True,
              autoretry_for=(OperationalError,), max_retries=5, retry_backoff=True)
 def workflow_step(request_id: int, step: str) -> None:
     _chain(request_id, step, deadline=time.monotonic() + INLINE_SECONDS)
 
 
-@shared_task(name="dsr.workflow_dispatch", acks_late=True, reject_on_worker_lost=True,
+@shared_task(name="dsr.workflow_dispatch", base=WorkflowTask, acks_late=True, reject_on_worker_lost=True,
              autoretry_for=(OperationalError,), max_retries=5, retry_backoff=True)
 def workflow_dispatch(request_ids: list[int]) -> None:
     """The first step of requests started together (`workflows_start`): each one's chain in turn, in this
@@ -70,7 +106,14 @@ def workflow_dispatch(request_ids: list[int]) -> None:
 def _chain(request_id: int, step: str, *, deadline: float) -> None:
     """Run `step` and the steps that follow it here until `deadline`; then enqueue the next one."""
     while step:
-        step = STEPS[step](request_id=request_id).next_step
+        try:
+            step = STEPS[step](request_id=request_id).next_step
+        except Exception as exc:
+            try:  # which request and step failed, for the alert (WorkflowTask.on_failure)
+                exc.ledger_workflow = [request_id, step]
+            except AttributeError:
+                pass
+            raise
         if step and time.monotonic() >= deadline:
             step_enqueue(request_id=request_id, step=step)
             return
@@ -94,3 +137,10 @@ def workflow_resume() -> int:
         step_enqueue(request_id=request_id, step=step)
         count += 1
     return count
+
+
+@shared_task(name="dsr.deadline_alerts", acks_late=True)
+def deadline_alerts_task() -> int:
+    """Alerts for the requests near their deadline with work left, and resolve the others' (beat: hourly, alerts
+    migration 0002)."""
+    return failure_alerts.deadline_alerts_check().raised

@@ -402,12 +402,37 @@ def coverage_audit(*, actor: str = "system", now: datetime | None = None) -> Cov
     report.seconds = time.perf_counter() - started
     report.finished_at = timezone.now()
     report.save(update_fields=["seconds", "finished_at"])
+    _gap_alerts(report)
     if report.gaps:
         logger.error("coverage audit %s: %s mandated records are missing from storage (coverage gap); %s",
                      report.pk, report.gaps, [c for c in report.classes if c["gaps"]][:10])
     elif report.status == AuditStatus.FINDINGS:
         logger.warning("coverage audit %s: %s", report.pk, report.totals)
     return report
+
+
+def _gap_alerts(report: CoverageReport) -> None:
+    """One `coverage_gap` alert per tenant and content class with gaps (a repeat in the next audit only counts);
+    the classes this audit found no gap in have theirs resolved."""
+    from django.urls import reverse
+
+    from alerts.models import AlertKind
+    from alerts.services import alert_raise, alerts_resolve_except
+
+    link = reverse("admin:retention_coveragereport_change", args=[report.pk])
+    keep = set()
+    for row in report.classes:
+        if not row["gaps"]:
+            continue
+        cause = f"class:{row['content_class_id']}"
+        keep.add((row["tenant_id"], cause))
+        alert_raise(kind=AlertKind.COVERAGE_GAP, cause=cause, tenant_id=row["tenant_id"], link=link,
+                    title=f"Coverage gap: {row['gaps']} mandated {row['content_class']} records missing",
+                    detail=(f"Coverage audit {report.pk}: {row['gaps']} records of content class "
+                            f"{row['content_class']!r} that a retention rule ({row['authority'] or 'a legal hold'}) "
+                            "requires are not at rest, and no verified tombstone accounts for them."))
+    alerts_resolve_except(kind=AlertKind.COVERAGE_GAP, keep=keep,
+                          resolution=f"coverage audit {report.pk} found no gap in this class")
 
 
 def _audit(report: CoverageReport, *, now: datetime) -> None:

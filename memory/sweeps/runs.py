@@ -21,8 +21,11 @@ from typing import Callable
 
 from django.conf import settings
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
+from alerts.models import AlertKind
+from alerts.services import alert_raise, alert_resolve
 from memory import errors
 from memory.models import SweepBatch, SweepKind, SweepRun, SweepStatus
 from memory.sweeps.common import BatchResult, counts_merge
@@ -147,6 +150,8 @@ def _finish(run: SweepRun, *, now: datetime, report: dict) -> None:
     run.finished_at = run.heartbeat_at = now
     run.report = report
     run.save(update_fields=["status", "finished_at", "heartbeat_at", "report", "batches", "cursor", "counts"])
+    if not run.dry_run:  # a run of this kind went through: the kind's failure alert (if any) closes
+        alert_resolve(kind=AlertKind.SWEEP_FAILED, cause=run.kind, resolution=f"{run} finished")
     logger.info("sweep %s run %s%s finished: %s; %s", run.kind, run.pk, " (dry run)" if run.dry_run else "",
                 run.counts, report)
 
@@ -162,6 +167,11 @@ def sweep_run_fail(*, run_id: int, error: BaseException | str) -> None:
         run.errors = (run.errors + [{"at": now.isoformat(), "error": text[:2000]}])[-MAX_ERRORS_KEPT:]
         run.status, run.finished_at = SweepStatus.FAILED, now
         run.save(update_fields=["errors", "status", "finished_at"])
+        # One alert per sweep kind while its runs keep failing (a repeat counts); the next run that finishes
+        # resolves it (`_finish`). The service's own: a sweep belongs to no tenant.
+        alert_raise(kind=AlertKind.SWEEP_FAILED, cause=run.kind, title=f"The {run.kind} sweep failed",
+                    detail=f"{run}: {text[:2000]}\n\nThe next scheduled run starts over from the database.",
+                    link=reverse("admin:memory_sweeprun_change", args=[run.pk]))
     logger.error("sweep %s failed: %s", run_id, text)
 
 
