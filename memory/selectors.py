@@ -313,7 +313,10 @@ def _nearest(rows: list[tuple[int, bytes]], text: str, k: int) -> dict[int, floa
 def _nearest_indexed(tenant: Tenant, text: str, k: int, within_ids: list[int] | None) -> dict[int, float]:
     """`_nearest` on the HNSW index: the 2k nearest live embeddings of the tenant (of `within_ids`' records, by
     the same distance without the graph) that share something with `text`: {artifact id: cosine}."""
-    params = {"q": _vector_text(embedder().embed([text])[0]), "tenant": tenant.pk, "limit": k * 2}
+    vector = embedder().embed([text])[0]
+    if not vector.any():  # a text with no feature shares nothing with anything (and pgvector's cosine is NaN)
+        return {}
+    params = {"q": _vector_text(vector), "tenant": tenant.pk, "limit": k * 2}
     with transaction.atomic(), connection.cursor() as cursor:
         if within_ids is None:
             cursor.execute(_HNSW_SETTINGS)
