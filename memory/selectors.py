@@ -256,17 +256,19 @@ _HNSW_SETTINGS = (f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}; "
 _ARTIFACTS = DerivedArtifact._meta.db_table
 _LINEAGE = Lineage._meta.db_table
 # The index's search: the graph walk orders by cosine distance (`<=>`) and the tenant's filter applies as it goes;
-# relaxed order, so the caller sorts the few rows it gets.
-_HNSW_SQL = (f"SELECT a.id, a.embedding <=> %(q)s::vector FROM {_ARTIFACTS} a "
+# relaxed order, so the caller sorts the few rows it gets. Each with its source records (lineage), in the same
+# statement.
+_HNSW_SQL = ("SELECT n.id, n.distance, l.source_id FROM ("
+             f"SELECT a.id, a.embedding <=> %(q)s::vector AS distance FROM {_ARTIFACTS} a "
              "WHERE a.tenant_id = %(tenant)s AND a.embedding IS NOT NULL "
-             "ORDER BY a.embedding <=> %(q)s::vector LIMIT %(limit)s")
+             f"ORDER BY a.embedding <=> %(q)s::vector LIMIT %(limit)s) n JOIN {_LINEAGE} l ON l.artifact_id = n.id")
 # The same distance over the few embeddings of given records (confirm-erasure's probes), computed for each of
 # them: `OFFSET 0` keeps the ORDER BY off the graph, whose walk, filtered down to these rows, could miss them.
-_WITHIN_SQL = ("SELECT id, distance FROM ("
+_WITHIN_SQL = ("SELECT n.id, n.distance, l.source_id FROM (SELECT id, distance FROM ("
                f"SELECT a.id, a.embedding <=> %(q)s::vector AS distance FROM {_ARTIFACTS} a "
                f"WHERE a.id IN (SELECT artifact_id FROM {_LINEAGE} WHERE source_id = ANY(%(within)s::bigint[])) "
                "AND a.tenant_id = %(tenant)s AND a.embedding IS NOT NULL OFFSET 0) d "
-               "ORDER BY distance, id LIMIT %(limit)s")
+               f"ORDER BY distance, id LIMIT %(limit)s) n JOIN {_LINEAGE} l ON l.artifact_id = n.id")
 # ... for many records at once, each with its own query vector: the best two of each one's embeddings.
 _WITHIN_EACH_SQL = ("SELECT v.id, best.id, best.distance "
                     "FROM unnest(%s::bigint[], %s::text[]::vector[]) AS v(id, q) CROSS JOIN LATERAL ("
@@ -311,8 +313,9 @@ def _nearest(rows: list[tuple[int, bytes]], text: str, k: int) -> dict[int, floa
 
 
 def _nearest_indexed(tenant: Tenant, text: str, k: int, within_ids: list[int] | None) -> dict[int, float]:
-    """`_nearest` on the HNSW index: the 2k nearest live embeddings of the tenant (of `within_ids`' records, by
-    the same distance without the graph) that share something with `text`: {artifact id: cosine}."""
+    """`_nearest` on the HNSW index, with each one's sources: the 2k nearest live embeddings of the tenant (of
+    `within_ids`' records, by the same distance without the graph) that share something with `text`, as {source
+    record id: its best cosine}."""
     vector = embedder().embed([text])[0]
     if not vector.any():  # a text with no feature shares nothing with anything (and pgvector's cosine is NaN)
         return {}
@@ -325,7 +328,11 @@ def _nearest_indexed(tenant: Tenant, text: str, k: int, within_ids: list[int] | 
             cursor.execute(_WITHIN_SQL, {**params, "within": array_literal(within_ids)})
         rows = cursor.fetchall()
     # Cosine = 1 - distance; zero or less shares nothing with the query (as `_nearest`).
-    return {artifact_id: 1.0 - distance for artifact_id, distance in rows if distance < 1.0}
+    best: dict[int, float] = {}
+    for _, distance, source_id in rows:
+        if distance < 1.0:
+            best[source_id] = max(best.get(source_id, -1.0), 1.0 - distance)
+    return best
 
 
 def _sources_of(artifact_ids) -> dict[int, set[int]]:
@@ -347,7 +354,7 @@ def similarity_candidates(*, tenant: Tenant, text: str, k: int,
         if not within_ids:
             return []
     if _hnsw_index():
-        artifact_ids = _nearest_indexed(tenant, text, k, within_ids)
+        best = _nearest_indexed(tenant, text, k, within_ids)
     else:
         index = _embedding_index(tenant)
         if within_ids is not None:
@@ -356,10 +363,10 @@ def similarity_candidates(*, tenant: Tenant, text: str, k: int,
         if not rows:
             return []
         artifact_ids = _nearest(rows, text, k)
-    best: dict[int, float] = {}
-    for artifact_id, source_ids in _sources_of(artifact_ids).items():
-        for source_id in source_ids:
-            best[source_id] = max(best.get(source_id, -1.0), artifact_ids[artifact_id])
+        best = {}
+        for artifact_id, source_ids in _sources_of(artifact_ids).items():
+            for source_id in source_ids:
+                best[source_id] = max(best.get(source_id, -1.0), artifact_ids[artifact_id])
     return sorted(best.items(), key=lambda item: (-item[1], item[0]))
 
 
