@@ -74,7 +74,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--embeddings", type=int, default=None,
                         help="embeddings of the measured tenant's records (default: one per record)")
     parser.add_argument("--noise-embeddings", type=int, default=2_000, help="embeddings of each noise tenant")
-    parser.add_argument("--ef-sweep", type=lambda v: [int(x) for x in v.split(",") if x], default=[40, 100, 200, 400],
+    parser.add_argument("--ef-sweep", type=lambda v: [int(x) for x in v.split(",") if x], default=[40, 100, 200, 400, 800],
                         help="hnsw.ef_search values to time the raw statement and its recall at (comma-separated)")
     parser.add_argument("--queries", type=int, default=300, help="queries per measured path (at least 200)")
     parser.add_argument("--writes", type=int, default=1_000, help="records written through the API")
@@ -571,6 +571,11 @@ def measure(args, url: str) -> None:
           f"ef_construction={_hnsw_option('ef_construction')}; ef_search={selectors.HNSW_EF_SEARCH}, iterative "
           f"scan relaxed_order): recall@10 {statistics.mean(recalls):.3f} (min {min(recalls):.1f}, "
           f"{sum(r == 1.0 for r in recalls)} of {len(recalls)} queries at 1.0)")
+    by_words: dict[int, list[float]] = {}
+    for q, recall in zip(similar, recalls):
+        by_words.setdefault(len(q.split()), []).append(recall)
+    print("recall@10 by words in the query: " + ", ".join(
+        f"{n}: {statistics.mean(r):.3f} (n={len(r)})" for n, r in sorted(by_words.items())))
     print("raw HNSW statement by hnsw.ef_search (the selector's is "
           f"{selectors.HNSW_EF_SEARCH}): ef_search, p50 / p99 ms, recall@10")
     for ef in args.ef_sweep:

@@ -133,7 +133,8 @@ def test_a_vector_still_in_the_index_is_a_gap_confirm_erasure_names(tenant, chat
 
 def test_a_filtered_search_still_returns_k_when_the_nearest_belong_to_another_tenant(tenant, chat, other_tenant):
     """2,000 of another tenant's vectors are nearer to the query than any of this tenant's: more than ef_search
-    (400) keeps, so without pgvector's iterative scan the tenant's filter would leave nothing."""
+    (selectors.HNSW_EF_SEARCH, 800) keeps, so without pgvector's iterative scan the tenant's filter would leave
+    nothing."""
     mine = [record(tenant, chat, content=f"falcon notes {word}", subject=f"s{i}")
             for i, word in enumerate("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split())]
     theirs = record(other_tenant, ContentClassFactory(tenant=other_tenant, name="chat"), content="falcon",
