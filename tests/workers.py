@@ -12,6 +12,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
+from config.testdb import url_of
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -19,7 +21,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 class Worker:
     def __init__(self, name: str, **env: str):
         db = connection.settings_dict
-        url = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        url = url_of(db)
         ARTIFACTS.mkdir(exist_ok=True)
         self.log_path = ARTIFACTS / f"worker-{name}.log"
         self.log = open(self.log_path, "wb")

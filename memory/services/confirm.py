@@ -241,6 +241,11 @@ def _similarity_probe(tenant: Tenant, ids: list[int], sampled: list[int], rows: 
                                        .values_list("artifact_id", "source_id")):
             vectors.append({"record_id": source_id, "artifact_id": artifact_id, "path": "similarity_index",
                             "gap": "vector_at_rest"})
+    # The HNSW index itself (memory 0016, PostgreSQL): a vector still in the graph can be found by a search,
+    # whatever the final step filters after it.
+    for artifact_id, source_id in selectors.similarity_index_entries(record_ids=ids):
+        vectors.append({"record_id": source_id, "artifact_id": artifact_id, "path": "similarity_index",
+                        "gap": "in_index"})
     queries = {pk: rows[pk][0][:1000] for pk in sampled}
     found = selectors.records_similar_each(tenant=tenant, queries=queries) if queries else set()
     similar = [{"record_id": pk, "path": "similarity_search", "gap": "visible"} for pk in sampled if pk in found]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from config.testdb import url_of
 from memory.services.tokens import token_issue
 from tests.factories import ContentClassFactory, TenantFactory, record, rule
 
@@ -42,7 +43,7 @@ def agents(transactional_db) -> Agents:
 
 def database_url() -> str:
     db = connection.settings_dict
-    return f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    return url_of(db)
 
 
 def serve_command(tenant: str) -> tuple[str, list[str], dict[str, str]]:

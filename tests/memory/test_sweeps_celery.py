@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 
 from config.errors import ApplicationError
+from config.testdb import url_of
 from memory.models import DeletedRecord, ForgetEvent, Record, SweepBatch, SweepRun, SweepStatus
 from memory.tasks import sweep_start
 from retention.services import hold_place
@@ -90,8 +91,7 @@ def _in_a_transaction(application_name: str) -> bool:
 def test_worker_killed_mid_batch_the_next_run_finishes_it_with_no_duplicate_tombstone(workers, tenant):
     ids = hidden_rows_insert(tenant, 20_000)
     db = connection.settings_dict
-    url = (f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-           "?application_name=sweep-doomed")
+    url = url_of(db, application_name="sweep-doomed")
     doomed = workers("doomed", LEDGER_SWEEP_BATCH="2000", DATABASE_URL=url)
 
     sweep_start.delay("compaction")
