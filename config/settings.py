@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "dsr",
     "tombstones",
     "agents_mcp",
+    "audit_exports",
 ]
 
 MIDDLEWARE = [

@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/v1/memory/", include("memory.urls")),
     path("api/v1/", include("retention.urls")),
     path("api/v1/", include("dsr.urls")),
+    path("api/v1/", include("audit_exports.urls")),
     path("", include("agents_mcp.urls")),
     path("", include("tombstones.urls")),
 ]

@@ -28,6 +28,7 @@ VIEWABLE: dict[str, tuple[str, ...]] = {
     "retention": ("contentclass", "retentionrule", "retentiontableversion", "legalhold"),
     "dsr": ("subjectrequest", "requesttransition", "requestitem", "retentionconflict", "subjectnotice"),
     "tombstones": ("tombstone", "signingkey", "checkpoint", "keyevent"),
+    "audit_exports": ("auditexport",),
 }
 
 CHANGES: dict[str, tuple[str, ...]] = {
