@@ -36,6 +36,8 @@ from retention.models import HoldRecord, LegalHold, RetentionTableVersion
 # Parents read per query. 2,000 requests with their history (~5 rows each) and plan items (~10 each) is ~30k
 # small dicts at a time: a few tens of MB at most, and three queries per 2,000 requests (bench_audit_export.py).
 CHUNK = 2000
+# A version holds its tenant's whole table (its rules), so fewer at a time.
+VERSIONS_CHUNK = 200
 DATE_CHARS = len("2026-01-31")
 
 
@@ -94,8 +96,9 @@ def period_parse(*, start: object = None, end: object = None) -> Period:
     return period
 
 
-def _chunks(queryset, fields: list[str], chunk: int) -> Iterator[list[dict]]:
-    """`queryset`'s rows as dicts of `fields` ("id" first), `chunk` at a time, by id."""
+def _chunks(queryset, fields: list[str], chunk: int | None) -> Iterator[list[dict]]:
+    """`queryset`'s rows as dicts of `fields` ("id" first), `chunk` (default CHUNK) at a time, by id."""
+    chunk = chunk or CHUNK
     last = 0
     while True:
         rows = list(queryset.filter(pk__gt=last).order_by("pk").values(*fields)[:chunk])
@@ -138,7 +141,7 @@ def _item_row(item: dict) -> dict:
     return item
 
 
-def requests_rows(*, tenant: Tenant | None, period: Period, chunk: int = CHUNK) -> Iterator[dict]:
+def requests_rows(*, tenant: Tenant | None, period: Period, chunk: int | None = None) -> Iterator[dict]:
     """Subject requests received in the period, each with its history (every state change and act, who and
     when), its plan items with their outcome, a count per outcome, and the tombstone ids it issued."""
     for rows in _chunks(_requests(tenant, period), REQUEST_FIELDS, chunk):
@@ -160,14 +163,14 @@ def requests_rows(*, tenant: Tenant | None, period: Period, chunk: int = CHUNK) 
             yield row
 
 
-def request_transitions_rows(*, tenant: Tenant | None, period: Period, chunk: int = CHUNK) -> Iterator[dict]:
+def request_transitions_rows(*, tenant: Tenant | None, period: Period, chunk: int | None = None) -> Iterator[dict]:
     """The history rows of the requests received in the period (the CSV companion of `requests`)."""
     rows = RequestTransition.objects.filter(_tenant_q(tenant, "request__tenant"), period.q("request__received_at"))
     for part in _chunks(rows, ["id", *TRANSITION_FIELDS], chunk):
         yield from part
 
 
-def request_items_rows(*, tenant: Tenant | None, period: Period, chunk: int = CHUNK) -> Iterator[dict]:
+def request_items_rows(*, tenant: Tenant | None, period: Period, chunk: int | None = None) -> Iterator[dict]:
     """The plan items of the requests received in the period, with their outcome (the CSV companion of
     `requests`)."""
     rows = RequestItem.objects.filter(_tenant_q(tenant, "request__tenant"), period.q("request__received_at"))
@@ -182,7 +185,7 @@ CONFLICT_FIELDS = ["id", "tenant__name", "request_id", "record_id", "code", "aut
                    "status", "opened_at", "decided_by", "decided_at", "justification", "deferred_to"]
 
 
-def conflicts_rows(*, tenant: Tenant | None, period: Period, chunk: int = CHUNK) -> Iterator[dict]:
+def conflicts_rows(*, tenant: Tenant | None, period: Period, chunk: int | None = None) -> Iterator[dict]:
     """Retention conflicts opened or decided in the period, with legal's decision, who made it and why."""
     rows = RetentionConflict.objects.filter(_tenant_q(tenant), period.any_of("opened_at", "decided_at"))
     for part in _chunks(rows, CONFLICT_FIELDS, chunk):
@@ -195,11 +198,11 @@ VERSION_FIELDS = ["id", "tenant__name", "number", "created_at", "actor", "change
                   "previous_digest", "kid", "signature", "signed_late"]
 
 
-def retention_versions_rows(*, tenant: Tenant | None, period: Period, chunk: int = 200) -> Iterator[dict]:
+def retention_versions_rows(*, tenant: Tenant | None, period: Period, chunk: int | None = None) -> Iterator[dict]:
     """Versions of the retention table made in the period, each with the whole table it held (its rules) and
-    its signature. Smaller chunks: a version holds every rule of its tenant."""
+    its signature."""
     rows = RetentionTableVersion.objects.filter(_tenant_q(tenant), period.q("created_at"))
-    for part in _chunks(rows, VERSION_FIELDS, chunk):
+    for part in _chunks(rows, VERSION_FIELDS, chunk or VERSIONS_CHUNK):
         for row in part:
             row["tenant"] = row.pop("tenant__name")
             row["signature"] = bytes(row["signature"]).hex()
@@ -211,7 +214,7 @@ HOLD_FIELDS = ["id", "tenant__name", "matter", "authority", "placed_by", "placed
                "content_class__name", "scope_id", "released_at", "released_by", "release_reason"]
 
 
-def holds_rows(*, tenant: Tenant | None, period: Period, chunk: int = CHUNK) -> Iterator[dict]:
+def holds_rows(*, tenant: Tenant | None, period: Period, chunk: int | None = None) -> Iterator[dict]:
     """Legal holds placed or released in the period: who placed and released each, on what authority, and
     what it covers (a subject's id, a content class, a scope's id, or a number of listed records)."""
     rows = LegalHold.objects.filter(_tenant_q(tenant), period.any_of("placed_at", "released_at"))
@@ -232,7 +235,7 @@ SWEEP_FIELDS = ["id", "kind", "status", "dry_run", "actor", "started_at", "finis
                 "resumed_by_id", "errors", "counts"]
 
 
-def sweep_runs_rows(*, tenant: Tenant | None, period: Period, chunk: int = CHUNK) -> Iterator[dict]:
+def sweep_runs_rows(*, tenant: Tenant | None, period: Period, chunk: int | None = None) -> Iterator[dict]:
     """Sweep runs started in the period: kind, how they ended, who started them. The error messages and a dry
     run's report (which names record ids of every tenant) are left out; an error count says that there were
     some. The counts add up every tenant's records: shown only in an export of every tenant."""
