@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 class ExportForm(forms.Form):
     kind = forms.ChoiceField(choices=[(e.kind, e.title) for e in EXPORTS.values()], label="Export")
-    format = forms.ChoiceField(choices=[(f, f.upper()) for f in FORMATS], initial="csv", widget=forms.RadioSelect)
+    format = forms.ChoiceField(choices=[(f, f.upper()) for f in FORMATS], initial="csv")
     start = forms.CharField(required=False, max_length=10, label="From (UTC date, inclusive)",
                             widget=forms.DateInput(attrs={"type": "date"}))
     end = forms.CharField(required=False, max_length=10, label="To (UTC date, inclusive)",

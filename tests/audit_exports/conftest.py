@@ -21,6 +21,7 @@ from memory.services.tokens import token_issue
 from memory.sweeps.runs import sweep_run_sync
 from retention.models import ContentClass, LegalHold, RetentionRule
 from retention.services import hold_place, hold_release, rule_change_duration
+from tests.admin.conftest import client_as  # noqa: F401  (a fixture: staff clients per role)
 from tests.dsr.test_workflow_steps import run_to_end
 from tests.dsr.workflow_fixtures import erasure_scenario
 from tests.factories import record, rule
