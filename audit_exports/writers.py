@@ -38,11 +38,18 @@ from memory.models import Tenant
 FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
 PIECE_BYTES = 64 * 1024
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_CHARS = "".join(FORMULA_START)
 
 
 def _text(value: Any) -> str:
+    # The common cases first, by exact class: this runs for every cell (2.4 million for 100,000 requests).
+    cls = value.__class__
+    if cls is str:
+        return "'" + value if value and value[0] in FORMULA_CHARS else value
     if value is None:
         return ""
+    if cls is int:
+        return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, datetime):

@@ -224,7 +224,8 @@ def main() -> None:
     print(f"PostgreSQL {version}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
           f"{args.requests:,} requests of the tenant exported (5 history rows, 3 items each), "
           f"{1000:,} of another tenant left out; RSS before: {_rss_kb() / 1024:.0f} MB\n")
-    print(f"  {'export':<44} {'seconds':>8} {'requests/s':>11} {'MB out':>8} {'RSS +MB':>8} {'tracemalloc peak MB':>20}")
+    print(f"  {'export':<44} {'seconds':>8} {'requests/s':>11} {'MB out':>8} {'RSS +MB':>8} "
+          f"{'tracemalloc peak MB':>20}")
 
     def line(name: str, result: dict, traced_peak) -> None:
         peak = f"{traced_peak / 2**20:.1f}" if traced_peak is not None else "-"
