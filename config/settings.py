@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "agents_mcp",
     "drp",
     "alerts",
+    "audit_exports",
 ]
 
 MIDDLEWARE = [

@@ -12,6 +12,7 @@ urlpatterns = [
     path("api/v1/", include("retention.urls")),
     path("api/v1/", include("dsr.urls")),
     path("", include("drp.urls")),
+    path("api/v1/", include("audit_exports.urls")),
     path("", include("agents_mcp.urls")),
     path("", include("tombstones.urls")),
 ]

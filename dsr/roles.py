@@ -30,6 +30,7 @@ VIEWABLE: dict[str, tuple[str, ...]] = {
     "tombstones": ("tombstone", "signingkey", "checkpoint", "keyevent"),
     "drp": ("agent", "datarightsrequest"),
     "alerts": ("alert", "webhookdelivery"),
+    "audit_exports": ("auditexport",),
 }
 
 CHANGES: dict[str, tuple[str, ...]] = {

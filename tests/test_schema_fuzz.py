@@ -34,7 +34,7 @@ def _role(path: str) -> str | None:
         return "agent"
     if path.startswith(("/api/v1/retention/", "/api/v1/holds")):
         return "legal"
-    if path.startswith("/api/v1/requests"):
+    if path.startswith(("/api/v1/requests", "/api/v1/audit/")):
         return "operator"
     return None
 
