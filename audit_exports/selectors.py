@@ -123,8 +123,10 @@ ITEM_FIELDS = ["request_id", "kind", "object_id", "artifact_kind", "decision", "
                "forget_event_id", "tombstone_id"]
 
 
-def _requests(tenant: Tenant | None, period: Period):
-    return SubjectRequest.objects.filter(_tenant_q(tenant), period.q("received_at"))
+def _requests(tenant: Tenant | None, period: Period, request_ids=None):
+    """`request_ids`: only these (ids, or a query of ids such as an admin selection's), else every request."""
+    requests = SubjectRequest.objects.filter(_tenant_q(tenant), period.q("received_at"))
+    return requests if request_ids is None else requests.filter(pk__in=request_ids)
 
 
 def _request_row(row: dict) -> dict:
@@ -141,10 +143,12 @@ def _item_row(item: dict) -> dict:
     return item
 
 
-def requests_rows(*, tenant: Tenant | None, period: Period, chunk: int | None = None) -> Iterator[dict]:
-    """Subject requests received in the period, each with its history (every state change and act, who and
-    when), its plan items with their outcome, a count per outcome, and the tombstone ids it issued."""
-    requests = _requests(tenant, period)
+def requests_rows(*, tenant: Tenant | None, period: Period, chunk: int | None = None,
+                  request_ids=None) -> Iterator[dict]:
+    """Subject requests received in the period (of `request_ids` only, when given), each with its history
+    (every state change and act, who and when), its plan items with their outcome, a count per outcome, and
+    the tombstone ids it issued."""
+    requests = _requests(tenant, period, request_ids)
     for rows in _chunks(requests, REQUEST_FIELDS, chunk):
         # The chunk's requests as a subquery (the same filter, between its first and last id), not a list of
         # 2,000 ids (Django compiles an `IN (...)` list one parameter at a time, ~0.1 ms each); and the same id
