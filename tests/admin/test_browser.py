@@ -355,8 +355,11 @@ def test_an_auditor_reads_every_screen_and_finds_nothing_to_change(page_as, live
     page.goto(f"{base}/")
     assert page.locator("#dashboard").count() == 1
     assert page.locator(".addlink").count() == 0 and page.locator(".changelink").count() == 0
+    # The request queue offers one action, a read-only one: the audit export of the selected requests
+    assert page.goto(f"{base}/dsr/subjectrequest/?queue=all").status == 200
+    offered = page.locator("select[name=action] option").evaluate_all("options => options.map(o => o.value)")
+    assert [value for value in offered if value] == ["export_selected_requests"]
     for url, absent in [
-        ("/dsr/subjectrequest/", "#action-toggle"),
         (f"/dsr/subjectrequest/{c.request.pk}/change/", "#actions"),
         ("/dsr/retentionconflict/", "#action-toggle"),
         (f"/dsr/retentionconflict/{c.compliance.pk}/change/", "#decide-form"),
