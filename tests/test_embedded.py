@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -20,6 +21,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from contextlib import closing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,6 +222,8 @@ def test_embedded_default_serves_the_api_runs_a_worker_and_stops_cleanly(tmp_pat
         operator_password = served.printed(r"^\s*operator password:\s+(\S+)$").group(1)
         operator_token = served.printed(r"^\s*operator token:\s+(\S+)$").group(1)
         assert served.printed(r"^\s*operator login:\s+(\S+)$").group(1) == "operator"
+        with closing(sqlite3.connect(tmp_path / "ledger.sqlite3")) as db:  # the failure alerts' mails reach them
+            assert db.execute("SELECT email FROM auth_user WHERE username = 'operator'").fetchone()[0]
         assert served.admin_login("operator", operator_password) == f"{served.base}/admin/"
         status, body = served.post("/api/v1/requests", {"subject": "cust-1001", "type": "access",
                                                         "regulation": "gdpr", "channel": "email"}, operator_token)

@@ -262,6 +262,8 @@ class Command(BaseCommand):
         user, _ = get_user_model().objects.get_or_create(username=username)
         user.is_staff = user.is_active = True
         user.is_superuser = False
+        # Alerts are mailed to the operators (alerts.services); in the embedded default they land in var/mail.
+        user.email = user.email or f"{username}@example.org"
         user.set_password(password)
         user.save()
         user.groups.set([Group.objects.get(name="operator")])
