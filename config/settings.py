@@ -313,5 +313,6 @@ LEDGER_ALERT_WEBHOOK_TIMEOUT = env.float("LEDGER_ALERT_WEBHOOK_TIMEOUT", default
 LEDGER_ALERT_WEBHOOK_RETRIES = env.int("LEDGER_ALERT_WEBHOOK_RETRIES", default=5)
 LEDGER_ALERT_WEBHOOK_BACKOFF = env.int("LEDGER_ALERT_WEBHOOK_BACKOFF", default=30)
 LEDGER_ALERT_WEBHOOK_JITTER = env.bool("LEDGER_ALERT_WEBHOOK_JITTER", default=True)
-# Where the admin is reached from outside, for the links in alert mails and webhook bodies.
-LEDGER_ALERT_ADMIN_URL = env.str("LEDGER_ALERT_ADMIN_URL", default="http://localhost:8000")
+# Where the admin is reached from outside, for the links in alert mails and webhook bodies (by default where the
+# public pages are: serve_embedded sets that to the port it serves on).
+LEDGER_ALERT_ADMIN_URL = env.str("LEDGER_ALERT_ADMIN_URL", default=LEDGER_PUBLIC_URL)

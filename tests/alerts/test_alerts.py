@@ -3,6 +3,7 @@ when its cause is, a new alert when the cause comes back after that; acknowledge
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.db import transaction
 
 from alerts.errors import AlertsError
@@ -30,6 +31,16 @@ def test_a_cause_that_repeats_makes_one_alert_and_one_mail(operators, mailoutbox
     assert sorted(mail.to) == ["ann@example.org", "bob@example.org"]  # operators with an address; not legal
     assert "The compaction sweep failed" in mail.subject and "one mail per alert" in mail.body
     assert alert.mailed_at is not None
+
+
+def test_the_mail_links_to_the_cause_where_the_service_is_reached(operators, mailoutbox,
+                                                                  django_capture_on_commit_callbacks):
+    # By default the admin is where the public pages are, so that serve_embedded's port holds for both
+    with django_capture_on_commit_callbacks(execute=True):
+        raise_sweep(link="/admin/memory/sweeprun/7/change/")
+
+    assert settings.LEDGER_ALERT_ADMIN_URL == settings.LEDGER_PUBLIC_URL
+    assert f"{settings.LEDGER_PUBLIC_URL.rstrip('/')}/admin/memory/sweeprun/7/change/" in mailoutbox[0].body
 
 
 def test_the_same_cause_in_two_tenants_is_two_alerts(tenant, other_tenant):
