@@ -39,12 +39,14 @@ def test_ci_runs_the_commands_written_in_the_readme():
 
 # --- the subject-request example (issue 21, item 6): run as written, so that the README cannot drift ------
 
-def _marked_block(marker: str) -> str:
+def marked_block(marker: str) -> str:
+    """The fenced block that follows `<!-- marker -->` in the README."""
     return dict(_fenced_blocks(README))[f"<!-- {marker} -->"]
 
 
-def _curl(argv: list[str]) -> tuple[str, str, dict, str | None]:
-    """(method, url, headers, body) of one `curl` command line as the README writes them."""
+def curl_parts(argv: list[str], *, files: Path | None = None) -> tuple[str, str, dict, str | None]:
+    """(method, url, headers, body) of one `curl` command line as the README writes them (-s, -X, -H, -d BODY,
+    --data-binary @FILE read from `files`)."""
     assert argv[0] == "curl", argv
     method, url, headers, body, args = "GET", None, {}, None, iter(argv[1:])
     for arg in args:
@@ -57,6 +59,10 @@ def _curl(argv: list[str]) -> tuple[str, str, dict, str | None]:
             headers[name.strip()] = value.strip()
         elif arg == "-d":
             body = next(args)
+        elif arg == "--data-binary" and files is not None:
+            source = next(args)
+            assert source.startswith("@"), source
+            body = (files / source[1:]).read_text()
         else:
             assert url is None and not arg.startswith("-"), f"an option the test does not know: {arg}"
             url = arg
@@ -72,12 +78,12 @@ def test_readme_subject_request_example_runs_as_written(db):
 
     # Given an operator token of the demo tenant, and the README's commands
     _, key = token_issue(tenant_name="demo", role="operator")
-    commands = [shlex.split(line) for line in _marked_block("request-example").replace("\\\n", " ").splitlines()]
+    commands = [shlex.split(line) for line in marked_block("request-example").replace("\\\n", " ").splitlines()]
     assert [c[0] for c in commands] == ["curl"] * 4
     client, answers, request_id = APIClient(), [], None
     # When each runs, in order ($ID: the first answer's id)
     for argv in commands:
-        method, url, headers, body = _curl(argv)
+        method, url, headers, body = curl_parts(argv)
         url = url.replace("$BASE", "").replace("$ID", str(request_id))
         assert url.startswith("/api/v1/requests"), url
         auth = headers.pop("Authorization").replace("$OPERATOR_TOKEN", key)
@@ -90,7 +96,7 @@ def test_readme_subject_request_example_runs_as_written(db):
     assert answers[0]["status"] == "received" and answers[1]["status"] == "verified"
     assert [h["action"] for h in answers[-1]["history"]] == ["received", "verify_identity", "workflow_started"]
     # and the answer the README shows has the shape and the values of the real first answer
-    shown = json.loads(_marked_block("request-answer"))
+    shown = json.loads(marked_block("request-answer"))
     actual = answers[0]
     assert list(shown) == list(actual), json.dumps(actual, indent=2)
     for name in ("type", "regulation", "channel", "contact_email", "status", "subject", "open_conflicts",

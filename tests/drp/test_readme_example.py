@@ -12,40 +12,14 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from tests.drp.conftest import assert_valid
-from tests.test_readme import README, _fenced_blocks
+from tests.test_readme import curl_parts, marked_block
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _block(marker: str) -> str:
-    return dict(_fenced_blocks(README))[f"<!-- {marker} -->"]
-
-
-def _curl(argv, tmp_path):
-    """(method, url, headers, body) of the README's curl lines (-s, -X, -H, --data-binary @FILE)."""
-    assert argv[0] == "curl", argv
-    method, url, headers, body, args = "GET", None, {}, None, iter(argv[1:])
-    for arg in args:
-        if arg == "-s":
-            continue
-        if arg == "-X":
-            method = next(args)
-        elif arg == "-H":
-            name, value = next(args).split(":", 1)
-            headers[name.strip()] = value.strip()
-        elif arg == "--data-binary":
-            source = next(args)
-            assert source.startswith("@")
-            body = (tmp_path / source[1:]).read_text()
-        else:
-            assert url is None and not arg.startswith("-"), f"an option the test does not know: {arg}"
-            url = arg
-    return method, url, headers, body
-
-
 @pytest.mark.django_db
 def test_readme_drp_example_runs_as_written(tmp_path):
-    lines = _block("drp-example").splitlines()
+    lines = marked_block("drp-example").splitlines()
     commands = [shlex.split(line.split(" > ")[0]) for line in lines]
     assert [c[0] for c in commands] == [".venv/bin/python"] * 3 + ["curl"] * 2
     env = {"PYTHONPATH": str(ROOT)}
@@ -65,7 +39,7 @@ def test_readme_drp_example_runs_as_written(tmp_path):
     (tmp_path / "request.txt").write_text(python(commands[2]))
     client, answers = APIClient(), []
     for argv in commands[3:]:
-        method, url, headers, body = _curl(argv, tmp_path)
+        method, url, headers, body = curl_parts(argv, files=tmp_path)
         url = url.replace("$BASE", "").replace("$REQUEST_ID", answers[0]["request_id"] if answers else "")
         auth = headers.pop("Authorization").replace("$AGENT_TOKEN", token)
         response = client.generic(method, url, body or "", content_type=headers.get("Content-Type"),
@@ -76,6 +50,6 @@ def test_readme_drp_example_runs_as_written(tmp_path):
     for answer in answers:
         assert_valid(answer, "exercise-status")
     assert answers[0] == answers[1]
-    shown = json.loads(_block("drp-answer"))
+    shown = json.loads(marked_block("drp-answer"))
     assert list(shown) == list(answers[0]), answers[0]
     assert (shown["status"], shown["processing_details"]) == (answers[0]["status"], answers[0]["processing_details"])
