@@ -24,3 +24,15 @@ def tenant(db):
 @pytest.fixture
 def receipt(db):
     return receipt_make()
+
+
+@pytest.fixture
+def page(browser):
+    """A Chromium page (browser: tests/conftest.py) that fails the test on any JavaScript error."""
+    context = browser.new_context()
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"

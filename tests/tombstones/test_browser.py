@@ -19,17 +19,6 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 @pytest.fixture
-def page(browser):
-    context = browser.new_context()
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda error: errors.append(error))
-    yield page
-    context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
-
-
-@pytest.fixture
 def receipt():
     tenant = TenantFactory()
     tombstones = [tombstone_make(tenant, contents=[f"my data {i}", "shared"]) for i in range(3)]

@@ -123,17 +123,6 @@ def test_the_access_request_mail_attaches_a_data_export_not_a_receipt(mailoutbox
 # ---- in Chromium ----
 
 @pytest.fixture
-def page(browser):
-    context = browser.new_context()
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda error: errors.append(error))
-    yield page
-    context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
-
-
-@pytest.fixture
 def mailed(transactional_db, mailoutbox, tmp_path):
     """The file and text of the receipt a real workflow run mailed."""
     scenario = erasure_scenario()
