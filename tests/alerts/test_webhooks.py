@@ -135,10 +135,10 @@ def test_bad_webhook_config_is_refused_with_a_clear_error(url, secret, code):
 
 
 def test_the_readmes_receiver_snippet_accepts_a_real_delivery_and_refuses_a_forged_one(receiver):
-    from tests.test_readme import _marked_block
+    from tests.test_readme import marked_block
 
     namespace: dict = {}
-    exec(_marked_block("alerts-webhook-verify"), namespace)  # noqa: S102 - the README's own code, as written
+    exec(marked_block("alerts-webhook-verify"), namespace)  # noqa: S102 - the README's own code, as written
     verified = namespace["ledger_webhook_verified"]
     endpoint = webhook_endpoint_create(url=receiver.url, secret=SECRET, actor="test")
     raised = alert_raise(kind=AlertKind.SWEEP_FAILED, cause="compaction", title="t")
