@@ -84,6 +84,22 @@ def test_denser_matches_rank_first_whatever_their_age(tenant, chat):
     assert len(records_search(tenant=tenant, q="falcon", limit=1)) == 1
 
 
+def test_a_query_matching_more_than_keyword_ranked_ranks_the_newest_matches(tenant, chat, monkeypatch):
+    """The documented cap (README, "Keyword search"): only the KEYWORD_RANKED most recently written matches are
+    ranked, so an older, denser match falls out once newer ones fill the cap."""
+    from memory import selectors
+
+    dense = record(tenant, chat, content="falcon falcon falcon, the falcon", subject="a")
+    newer = [record(tenant, chat, content=f"one falcon among many other words, number {n}", subject="b").pk
+             for n in range(3)]
+    assert records_search(tenant=tenant, q="falcon", limit=1)[0].pk == dense.pk
+
+    monkeypatch.setattr(selectors, "KEYWORD_RANKED", 3)
+    assert sorted(r.pk for r in records_search(tenant=tenant, q="falcon", limit=10)) == newer
+    monkeypatch.setattr(selectors, "KEYWORD_RANKED", 4)
+    assert records_search(tenant=tenant, q="falcon", limit=1)[0].pk == dense.pk
+
+
 def test_keyword_query_uses_the_gin_index(tenant, chat):
     """On a small table (the bench measures it at 1,000,000 records: bench/bench_search.py)."""
     target = record(tenant, chat, content="the launch code is zebrafish", subject="z")

@@ -50,6 +50,10 @@ def found(q, **kwargs):
     return [r.pk for r in records_search(tenant=tenant, q=q, **kwargs)]
 
 before = {"tangerine": found("tangerine", limit=10), "zebrafish": found("zebrafish")}
+import memory.selectors
+ranked, memory.selectors.KEYWORD_RANKED = memory.selectors.KEYWORD_RANKED, 2  # only the 2 newest matches ranked
+capped = found("falc")
+memory.selectors.KEYWORD_RANKED = ranked
 records_forget(tenant=tenant, target=ForgetTarget(record_ids=(ids["hidden"],)), mode="soft", actor="test")
 records_forget(tenant=tenant, target=ForgetTarget(record_ids=(ids["redacted"],)), mode="redact", actor="test")
 print(json.dumps({
@@ -57,7 +61,7 @@ print(json.dumps({
     "before": before,
     "falc": found("falc"), "falcon_called": found("FALCON called"), "alcon": found("alcon"),
     "falcons": found("falcons"), "hauptstr": found("hauptstr köln"), "punctuation": found("!!! ???"),
-    "ranked": found("falcon"),
+    "ranked": found("falcon"), "capped": capped,
     "tangerine": found("tangerine", limit=10), "zebrafish": found("zebrafish"),
     "within": found("tangerine", within_ids=[ids["kept"], ids["hidden"]]),
     "each": sorted(records_search_each(tenant=tenant, queries={
@@ -90,6 +94,7 @@ def test_words_match_whole_or_as_prefixes_as_on_postgresql(searched):
     assert out["alcon"] == [] and out["falcons"] == [] and out["punctuation"] == []
     assert out["hauptstr"] == [ids["strasse"]]
     assert out["ranked"][0] == ids["dense"]  # bm25: the densest match first
+    assert sorted(out["capped"]) == sorted([ids["falconry"], ids["dense"]])  # KEYWORD_RANKED: the newest matches
 
 
 def test_forgotten_and_redacted_records_leave_the_fts5_table(searched):
