@@ -444,6 +444,7 @@ def main() -> None:
 
 
 def measure(args, url: str) -> None:
+    from django.conf import settings
     from django.db import connection
     from django.test import Client
 
@@ -514,7 +515,7 @@ def measure(args, url: str) -> None:
 
     def similar_raw(q):
         with raw.transaction():
-            raw.execute(selectors._HNSW_SETTINGS)
+            raw.execute(selectors.hnsw_settings_sql())
             return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "limit": 20}).fetchall()
 
     def similar_exact_sql(q):  # the same ORDER BY with the index off: what the graph saves
@@ -570,7 +571,7 @@ def measure(args, url: str) -> None:
     embeddings = _fetch("SELECT count(*) FROM memory_derivedartifact WHERE tenant_id = %s AND embedding IS NOT NULL",
                         [tenant.pk])[0][0]
     print(f"similarity over {embeddings:,} live embeddings of the tenant (HNSW m={_hnsw_option('m')}, "
-          f"ef_construction={_hnsw_option('ef_construction')}; ef_search={selectors.HNSW_EF_SEARCH}, iterative "
+          f"ef_construction={_hnsw_option('ef_construction')}; ef_search={settings.LEDGER_HNSW_EF_SEARCH}, iterative "
           f"scan relaxed_order): recall@10 {statistics.mean(recalls):.3f} (min {min(recalls):.1f}, "
           f"{sum(r == 1.0 for r in recalls)} of {len(recalls)} queries at 1.0)")
     by_words: dict[int, list[float]] = {}
@@ -579,9 +580,9 @@ def measure(args, url: str) -> None:
     print("recall@10 by words in the query: " + ", ".join(
         f"{n}: {statistics.mean(r):.3f} (n={len(r)})" for n, r in sorted(by_words.items())))
     print("raw HNSW statement by hnsw.ef_search (the selector's is "
-          f"{selectors.HNSW_EF_SEARCH}): ef_search, p50 / p99 ms, recall@10")
+          f"{settings.LEDGER_HNSW_EF_SEARCH}): ef_search, p50 / p99 ms, recall@10")
     for ef in args.ef_sweep:
-        settings_sql = selectors._HNSW_SETTINGS.replace(f"= {selectors.HNSW_EF_SEARCH};", f"= {ef};")
+        settings_sql = selectors.hnsw_settings_sql(ef)
 
         def swept(q, settings_sql=settings_sql):
             with raw.transaction():

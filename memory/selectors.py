@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import QuerySet
 
@@ -246,14 +247,17 @@ def _embedding_index(tenant: Tenant) -> QuerySet:
 # The HNSW index (memory 0016): `memory_derivedartifact.embedding`, the live embeddings' vectors, NULL for every
 # other row (forgotten, redacted, deleted rows are not in it), on PostgreSQL with pgvector.
 HNSW_DIM = 256
-# Candidates the graph search keeps (pgvector's default is 40): with m=32, ef_construction=128, on the bench's
-# 200,000 embeddings of the default embedder, recall@10 against the exact scan was 0.96 at 800 and 0.93 at 400
-# (bench/README.md: 800 costs ~1.4x the time of 400). The iterative scan (pgvector 0.8) goes on past them while
-# the tenant's filter has thrown too many away, up to `hnsw.max_scan_tuples` (20,000 by default) index tuples:
-# a tenant whose rows are fewer than 1 in 2,000 of the nearest can come back with fewer than k.
-HNSW_EF_SEARCH = 800
-_HNSW_SETTINGS = (f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}; "
-                  "SET LOCAL hnsw.iterative_scan = relaxed_order")
+# Candidates the graph search keeps: settings.LEDGER_HNSW_EF_SEARCH (default 800; pgvector's own default is 40).
+# With m=32, ef_construction=128, on the bench's 1,000,000 embeddings of the default embedder, recall@10 against
+# the exact scan is ~0.95 at 800 (bench/README.md, "bench_search.py"). The iterative scan (pgvector 0.8) goes on
+# past them while the tenant's filter has thrown too many away, up to `hnsw.max_scan_tuples` (20,000 by default)
+# index tuples: a tenant whose rows are fewer than 1 in 2,000 of the nearest can come back with fewer than k.
+def hnsw_settings_sql(ef_search: int | None = None) -> str:
+    """The `SET LOCAL`s of one HNSW search (in its transaction): `ef_search`, by default the setting's."""
+    ef_search = int(settings.LEDGER_HNSW_EF_SEARCH if ef_search is None else ef_search)
+    return f"SET LOCAL hnsw.ef_search = {ef_search}; SET LOCAL hnsw.iterative_scan = relaxed_order"
+
+
 _ARTIFACTS = DerivedArtifact._meta.db_table
 _LINEAGE = Lineage._meta.db_table
 # The index's search: the graph walk orders by cosine distance (`<=>`) and the tenant's filter applies as it goes;
@@ -323,7 +327,7 @@ def _nearest_indexed(tenant: Tenant, text: str, k: int, within_ids: list[int] | 
     params = {"q": _vector_text(vector), "tenant": tenant.pk, "limit": k * 2}
     with transaction.atomic(), connection.cursor() as cursor:
         if within_ids is None:
-            cursor.execute(_HNSW_SETTINGS)
+            cursor.execute(hnsw_settings_sql())
             cursor.execute(_HNSW_SQL, params)
         else:
             cursor.execute(_WITHIN_SQL, {**params, "within": array_literal(within_ids)})

@@ -106,3 +106,13 @@ def test_the_embedded_default_starts_without_a_secret_key(tmp_path):
                   "from django.conf import settings; print(settings.EMBEDDED, bool(settings.SECRET_KEY))", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True"]
+
+
+@pytest.mark.parametrize("value", ["0", "1001", "many"])
+def test_an_hnsw_ef_search_outside_pgvectors_range_refuses_to_start(tmp_path, value):
+    env = {**BASE_ENV, "LEDGER_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "config.settings",
+           "LEDGER_HNSW_EF_SEARCH": value}
+    done = manage("check", env=env)
+    assert done.returncode != 0
+    assert f"ImproperlyConfigured: LEDGER_HNSW_EF_SEARCH must be a whole number from 1 to 1000 (pgvector's range), " \
+           f"not '{value}'." in done.stderr, done.stderr

@@ -68,7 +68,7 @@ def test_similarity_query_uses_the_hnsw_index(tenant, chat):
     q = selectors._vector_text(embedder().embed(["zebrafish launch code"])[0])
 
     with transaction.atomic():
-        sql(selectors._HNSW_SETTINGS)
+        sql(selectors.hnsw_settings_sql())
         # Off on a table this small, where reading the tenant's 2,000 rows and sorting them costs less (and is
         # exact: the plan PostgreSQL keeps for a small tenant); at 200,000 embeddings the HNSW scan is the plan by
         # itself (bench/bench_search.py prints it).
@@ -133,8 +133,8 @@ def test_a_vector_still_in_the_index_is_a_gap_confirm_erasure_names(tenant, chat
 
 def test_a_filtered_search_still_returns_k_when_the_nearest_belong_to_another_tenant(tenant, chat, other_tenant):
     """2,000 of another tenant's vectors are nearer to the query than any of this tenant's: more than ef_search
-    (selectors.HNSW_EF_SEARCH, 800) keeps, so without pgvector's iterative scan the tenant's filter would leave
-    nothing."""
+    (settings.LEDGER_HNSW_EF_SEARCH, 800 by default) keeps, so without pgvector's iterative scan the tenant's filter
+    would leave nothing."""
     mine = [record(tenant, chat, content=f"falcon notes {word}", subject=f"s{i}")
             for i, word in enumerate("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split())]
     theirs = record(other_tenant, ContentClassFactory(tenant=other_tenant, name="chat"), content="falcon",
@@ -189,3 +189,17 @@ def test_a_search_racing_a_forget_never_returns_the_record_after_the_forget_comm
         t.join(10)
 
     assert not errors and not late
+
+
+def test_the_search_keeps_as_many_candidates_as_the_setting_says(tenant, chat, settings):
+    """LEDGER_HNSW_EF_SEARCH (README, "Settings") is the `hnsw.ef_search` of each search, in its transaction."""
+    from django.db import connection as default
+    from django.test.utils import CaptureQueriesContext
+
+    target = record(tenant, chat, content="zebrafish launch code", subject="a")
+    settings.LEDGER_HNSW_EF_SEARCH = 37
+    with CaptureQueriesContext(default) as queries:
+        hits = records_similar(tenant=tenant, q="zebrafish launch code", limit=3)
+    assert [h.record.pk for h in hits] == [target.pk]
+    if selectors._hnsw_index():
+        assert any("SET LOCAL hnsw.ef_search = 37;" in q["sql"] for q in queries.captured_queries), queries
