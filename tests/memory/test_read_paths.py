@@ -45,6 +45,20 @@ def test_every_read_path_returns_the_record_before_the_forget(agent, user_tree):
     assert seen["similar"][0] == user_tree["session"].pk
 
 
+def test_the_search_api_answers_the_selectors_hits_in_their_order_each_with_its_own_score(agent, tenant,
+                                                                                          user_tree):
+    from memory.selectors import records_search, records_similar
+
+    keyword = agent.get("/api/v1/memory/search", {"q": "tangerine"}).json()["results"]
+    assert [h["record"]["id"] for h in keyword] == [r.pk for r in records_search(tenant=tenant, q="tangerine",
+                                                                                 limit=10)]
+    assert len(keyword) == 3 and all(set(h) == {"record"} for h in keyword)
+    similar = agent.get("/api/v1/memory/search", {"q": SECRET, "mode": "similar"}).json()["results"]
+    expected = records_similar(tenant=tenant, q=SECRET, limit=10)
+    assert [(h["record"]["id"], h["score"]) for h in similar] == [(e.record.pk, round(e.score, 6)) for e in expected]
+    assert similar[0]["record"]["content"] == SECRET and similar[0]["record"]["scope"] == "user:42/session:1"
+
+
 @pytest.mark.parametrize("mode", ["soft", "redact", "hard"])
 def test_forgetting_a_user_scope_hides_its_sessions_from_every_read_path(agent, user_tree, mode):
     response = forget(agent, {"scope": "user:42"}, mode)
