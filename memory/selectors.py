@@ -103,9 +103,11 @@ def _keyword_words(q: str) -> str:
 # lower-cased, not stemmed; a record matches when its content holds, for every token, a word that starts with
 # it ("falc" finds "Falcon"; "alcon", the inside of a word, does not). No stemming, because memory content is in
 # any language: an English stemmer would mangle the others' words. Matches are ranked (`ts_rank`, `bm25`);
-# the ranking reads each candidate's index entry, so only the KEYWORD_RANKED newest matches (by id, i.e. write
-# order) are ranked: a query that matches more ranks the newest of them.
-KEYWORD_RANKED = 10_000
+# the ranking reads each candidate's row (its tsvector), so only the KEYWORD_RANKED newest matches (by id, i.e.
+# write order) are ranked: a query that matches more ranks the newest of them, as an agent's recent memory is
+# the likelier answer. 1,000 rather than 10,000: at 1,000,000 records the raw statement's p99 was 85 ms against
+# 131 ms (queries of common words and short prefixes, bench/README.md, "bench_search.py").
+KEYWORD_RANKED = 1_000
 
 # The tsquery of a text: each lexeme PostgreSQL's `simple` parser finds in it, as a prefix (`'lexeme':*`), all
 # of them required; NULL (matches nothing) when the text has no word. Built by the same parser that builds
@@ -248,8 +250,8 @@ def _embedding_index(tenant: Tenant) -> QuerySet:
 # other row (forgotten, redacted, deleted rows are not in it), on PostgreSQL with pgvector.
 HNSW_DIM = 256
 # Candidates the graph search keeps: settings.LEDGER_HNSW_EF_SEARCH (default 800; pgvector's own default is 40).
-# With m=32, ef_construction=128, on the bench's 1,000,000 embeddings of the default embedder, recall@10 against
-# the exact scan is ~0.95 at 800 (bench/README.md, "bench_search.py"). The iterative scan (pgvector 0.8) goes on
+# With m=32, ef_construction=128 and the default embedder, recall@10 against the exact scan at 800 is 0.96 over
+# the bench's 200,000 embeddings and 0.91 over 1,000,000 (bench/README.md, "bench_search.py"). The iterative scan (pgvector 0.8) goes on
 # past them while the tenant's filter has thrown too many away, up to `hnsw.max_scan_tuples` (20,000 by default)
 # index tuples: a tenant whose rows are fewer than 1 in 2,000 of the nearest can come back with fewer than k.
 def hnsw_settings_sql(ef_search: int | None = None) -> str:

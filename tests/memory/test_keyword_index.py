@@ -116,7 +116,8 @@ def test_keyword_query_uses_the_gin_index(tenant, chat):
     query = selectors._tsquery("zebrafish")
     with transaction.atomic():
         sql("SET LOCAL enable_seqscan = off")
-        plan = "\n".join(row[0] for row in sql("EXPLAIN " + selectors._KEYWORD_SQL.format(within="", ranked=10_000),
+        statement = selectors._KEYWORD_SQL.format(within="", ranked=selectors.KEYWORD_RANKED)
+        plan = "\n".join(row[0] for row in sql("EXPLAIN " + statement,
                                                {"tenant": tenant.pk, "query": query, "limit": 10}))
         assert [r.pk for r in records_search(tenant=tenant, q="zebrafish")] == [target.pk]
     assert "memory_record_content_search_idx" in plan, plan
