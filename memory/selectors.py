@@ -251,9 +251,10 @@ def _embedding_index(tenant: Tenant) -> QuerySet:
 HNSW_DIM = 256
 # Candidates the graph search keeps: settings.LEDGER_HNSW_EF_SEARCH (default 800; pgvector's own default is 40).
 # With m=32, ef_construction=128 and the default embedder, recall@10 against the exact scan at 800 is 0.96 over
-# the bench's 200,000 embeddings and 0.91 over 1,000,000 (bench/README.md, "bench_search.py"). The iterative scan (pgvector 0.8) goes on
-# past them while the tenant's filter has thrown too many away, up to `hnsw.max_scan_tuples` (20,000 by default)
-# index tuples: a tenant whose rows are fewer than 1 in 2,000 of the nearest can come back with fewer than k.
+# the bench's 200,000 embeddings and 0.91 over 1,000,000 (bench/README.md, "bench_search.py"). The iterative
+# scan (pgvector 0.8) goes on past them while the tenant's filter has thrown too many away, up to
+# `hnsw.max_scan_tuples` (20,000 by default) index tuples: a tenant whose rows are fewer than 1 in 2,000 of the
+# nearest can come back with fewer than k.
 def hnsw_settings_sql(ef_search: int | None = None) -> str:
     """The `SET LOCAL`s of one HNSW search (in its transaction): `ef_search`, by default the setting's."""
     ef_search = int(settings.LEDGER_HNSW_EF_SEARCH if ef_search is None else ef_search)

@@ -133,8 +133,8 @@ def test_a_vector_still_in_the_index_is_a_gap_confirm_erasure_names(tenant, chat
 
 def test_a_filtered_search_still_returns_k_when_the_nearest_belong_to_another_tenant(tenant, chat, other_tenant):
     """2,000 of another tenant's vectors are nearer to the query than any of this tenant's: more than ef_search
-    (settings.LEDGER_HNSW_EF_SEARCH, 800 by default) keeps, so without pgvector's iterative scan the tenant's filter
-    would leave nothing."""
+    (settings.LEDGER_HNSW_EF_SEARCH, 800 by default) keeps, so without pgvector's iterative scan the tenant's
+    filter would leave nothing."""
     mine = [record(tenant, chat, content=f"falcon notes {word}", subject=f"s{i}")
             for i, word in enumerate("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split())]
     theirs = record(other_tenant, ContentClassFactory(tenant=other_tenant, name="chat"), content="falcon",
@@ -201,5 +201,4 @@ def test_the_search_keeps_as_many_candidates_as_the_setting_says(tenant, chat, s
     with CaptureQueriesContext(default) as queries:
         hits = records_similar(tenant=tenant, q="zebrafish launch code", limit=3)
     assert [h.record.pk for h in hits] == [target.pk]
-    if selectors._hnsw_index():
-        assert any("SET LOCAL hnsw.ef_search = 37;" in q["sql"] for q in queries.captured_queries), queries
+    assert any("SET LOCAL hnsw.ef_search = 37;" in q["sql"] for q in queries.captured_queries), queries
