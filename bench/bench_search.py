@@ -623,8 +623,8 @@ def measure(args, url: str) -> None:
         seconds = time.perf_counter() - started
         print(f"\nwrite path: {args.writes:,} records through POST /api/v1/memory/records in {seconds:.1f} s = "
               f"{args.writes / seconds:,.0f} records/s (one at a time)")
-        # The written records' embeddings and lineage too: --reuse must find the index as it was built.
-        _sql("DELETE FROM memory_lineage WHERE artifact_id > %s OR source_id > %s", [built_artifacts_max, built_max])
+        # The written records' embeddings too (their lineage goes with them: ON DELETE CASCADE, memory 0003):
+        # --reuse must find the index as it was built.
         _sql("DELETE FROM memory_derivedartifact WHERE id > %s", [built_artifacts_max])
         _sql("DELETE FROM memory_record WHERE id > %s", [built_max])
     raw.close()
