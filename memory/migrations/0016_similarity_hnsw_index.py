@@ -27,6 +27,13 @@ falls back to its exact NumPy scan (memory.selectors).
 HNSW parameters: m = 32, ef_construction = 128 (bench/README.md: recall@10 against exact brute force); the
 search sets `hnsw.ef_search` and pgvector 0.8's iterative scan per query (memory.selectors).
 
+On a store that has embeddings already, the index is built CONCURRENTLY, after the column's transaction has
+committed: reads and writes of the artifacts go on while the graph is built, by far the longest step, and only
+the column's table rewrite holds the table's exclusive lock (README, "Migrating an existing store", has the
+times and the memory to give the build). Meanwhile a similarity search is answered exactly, without the index
+(slower, not wrong). A build cut short (cancelled, the server stopped) leaves an invalid index behind, which no
+query uses: running the migration again drops it and builds it anew; every other step can run again too.
+
 Without pgvector: `CREATE EXTENSION vector` needs the extension installed on the server, and (pgvector is not a
 trusted extension) a superuser, unless it exists already (README: what a production database needs). A
 PostgreSQL without pgvector available at all gets no column and no index, with a warning: the similarity search
@@ -37,7 +44,7 @@ SQLite (the embedded default): nothing; the search scans with NumPy (README, dec
 """
 import warnings
 
-from django.db import migrations
+from django.db import migrations, transaction
 
 DIM = 256
 COLUMN = "embedding"
@@ -62,14 +69,14 @@ $$
 """
 LIVE = f"kind = 'embedding' AND forgotten_at IS NULL AND redacted_at IS NULL AND length(vector) = {DIM * 4}"
 
-PG_FORWARD = [
+PG_COLUMN = [
     "CREATE EXTENSION IF NOT EXISTS vector",
     DECODE,
-    f"ALTER TABLE memory_derivedartifact ADD COLUMN {COLUMN} vector({DIM}) GENERATED ALWAYS AS "
+    f"ALTER TABLE memory_derivedartifact ADD COLUMN IF NOT EXISTS {COLUMN} vector({DIM}) GENERATED ALWAYS AS "
     f"(CASE WHEN {LIVE} THEN memory_vector_of(vector) END) STORED",
-    f"CREATE INDEX {INDEX} ON memory_derivedartifact USING hnsw ({COLUMN} vector_cosine_ops) "
-    f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})",
 ]
+PG_INDEX = (f"CREATE INDEX CONCURRENTLY {INDEX} ON memory_derivedartifact USING hnsw ({COLUMN} vector_cosine_ops) "
+            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})")
 PG_REVERSE = [
     f"DROP INDEX IF EXISTS {INDEX}",
     f"ALTER TABLE memory_derivedartifact DROP COLUMN IF EXISTS {COLUMN}",
@@ -87,8 +94,23 @@ def forward(apps, schema_editor) -> None:
         warnings.warn("pgvector is not installed on this PostgreSQL: no similarity index (memory 0016); the "
                       "similarity search scans exactly", RuntimeWarning, stacklevel=1)
         return
-    for statement in PG_FORWARD:
-        schema_editor.execute(statement, params=None)
+    with transaction.atomic(using=schema_editor.connection.alias):
+        for statement in PG_COLUMN:
+            schema_editor.execute(statement, params=None)
+    index_build(schema_editor)
+
+
+def index_build(schema_editor) -> None:
+    """The HNSW index, built CONCURRENTLY (outside any transaction: this migration is not atomic); an invalid
+    one, left by a build cut short, is dropped first."""
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [INDEX])
+        found = cursor.fetchone()
+    if found and found[0]:
+        return
+    if found:
+        schema_editor.execute(f"DROP INDEX CONCURRENTLY {INDEX}", params=None)
+    schema_editor.execute(PG_INDEX, params=None)
 
 
 def backward(apps, schema_editor) -> None:
@@ -99,6 +121,9 @@ def backward(apps, schema_editor) -> None:
 
 
 class Migration(migrations.Migration):
+
+    # CREATE INDEX CONCURRENTLY cannot run in a transaction; the column's statements have one of their own.
+    atomic = False
 
     dependencies = [
         ("memory", "0015_subject_ref_search_index"),

@@ -1,0 +1,163 @@
+"""Memory migration 0016 on a store that has embeddings already: the HNSW index is built CONCURRENTLY, so
+artifacts are written while it builds (only the column's table rewrite locks them out), the store's vectors are
+in the finished index, and a build cut short (an invalid index left behind) is built again when the migration
+runs again. PostgreSQL with pgvector only (SQLite has no index: README)."""
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+
+import numpy as np
+import psycopg
+import pytest
+from django.db import connection, transaction
+from django.db.migrations.executor import MigrationExecutor
+
+from config.testdb import url_of
+from memory import selectors
+from memory.models import DerivedArtifact
+from tests.factories import record
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MIGRATION = importlib.import_module("memory.migrations.0016_similarity_hnsw_index")
+BEFORE = [("memory", "0015_subject_ref_search_index")]
+WAITING = "waiting for writers before build"
+
+
+@pytest.fixture(autouse=True)
+def hnsw_only():
+    if connection.vendor != "postgresql" or not selectors._hnsw_index():
+        pytest.skip("the HNSW index is pgvector's, on PostgreSQL")
+
+
+@pytest.fixture
+def leaves():
+    """The latest migrations, migrated back to at the end whatever the test left (the next tests need 0016)."""
+    executor = MigrationExecutor(connection)
+    targets = executor.loader.graph.leaf_nodes()
+    yield targets
+    MigrationExecutor(connection).migrate(targets)
+    selectors._HNSW_PRESENT.clear()
+
+
+def sql(statement: str, params=None) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def index_state() -> bool | None:
+    """The index's validity: None when there is no index."""
+    rows = sql("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [MIGRATION.INDEX])
+    return rows[0][0] if rows else None
+
+
+def raw_connection() -> psycopg.Connection:
+    return psycopg.connect(url_of(connection.settings_dict))
+
+
+def artifact_insert(conn: psycopg.Connection, like: DerivedArtifact, vector: np.ndarray) -> int:
+    """An embedding written by raw SQL on its own connection (as a worker writes one), beside `like`."""
+    return conn.execute(
+        "INSERT INTO memory_derivedartifact (tenant_id, scope_id, kind, content, vector, holder, created_at) "
+        "VALUES (%s, %s, 'embedding', '', %s, '', now()) RETURNING id",
+        [like.tenant_id, like.scope_id, np.asarray(vector, dtype="<f4").tobytes()]).fetchone()[0]
+
+
+def graph_nearest(vector: bytes) -> list[int]:
+    """The artifact ids the index itself returns nearest to this vector (sequential scans off)."""
+    q = selectors._vector_text(np.frombuffer(vector, dtype="<f4"))
+    with transaction.atomic():
+        sql("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(r[0] for r in sql("EXPLAIN SELECT id FROM memory_derivedartifact "
+                                           "ORDER BY embedding <=> %s::vector LIMIT 3", [q]))
+        assert MIGRATION.INDEX in plan, plan
+        return [pk for (pk,) in sql("SELECT id FROM memory_derivedartifact ORDER BY embedding <=> %s::vector "
+                                    "LIMIT 3", [q])]
+
+
+def unit(seed: int) -> np.ndarray:
+    vector = np.random.default_rng(seed).standard_normal(256).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def build_behind(writer: psycopg.Connection) -> tuple[threading.Thread, list]:
+    """The migration's index build in a thread of its own, once it waits for `writer`'s open transaction (as a
+    CONCURRENTLY build waits for the writes begun before it); the thread's error, if any, in the list."""
+    errors: list[BaseException] = []
+
+    def build():
+        try:
+            with connection.schema_editor(atomic=False) as editor:
+                MIGRATION.index_build(editor)
+        except BaseException as error:  # noqa: BLE001 - reported to the test
+            errors.append(error)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=build)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not sql("SELECT 1 FROM pg_stat_progress_create_index WHERE phase = %s", [WAITING]):
+        assert thread.is_alive() and time.monotonic() < deadline, f"the build never waited: {errors}"
+        time.sleep(0.05)
+    return thread, errors
+
+
+def test_an_existing_stores_vectors_are_in_the_index_the_migration_builds(tenant, chat, leaves):
+    written = [record(tenant, chat, content=f"note {i}: harbour crane {i} invoice") for i in range(30)]
+    vectors = {a.pk: bytes(a.vector) for a in DerivedArtifact.objects.filter(kind="embedding")}
+    assert len(vectors) == len(written)
+
+    MigrationExecutor(connection).migrate(BEFORE)
+    assert index_state() is None and not sql("SELECT 1 FROM pg_attribute WHERE attrelid = "
+                                             "'memory_derivedartifact'::regclass AND attname = 'embedding'")
+    MigrationExecutor(connection).migrate(leaves)
+
+    assert index_state() is True
+    for pk, vector in vectors.items():
+        assert graph_nearest(vector)[0] == pk
+
+
+def test_artifacts_are_written_while_the_index_builds(tenant, chat, leaves):
+    like = DerivedArtifact.objects.get(lineage__source_id=record(tenant, chat, content="crane invoice").pk)
+    sql(f"DROP INDEX {MIGRATION.INDEX}")
+    with raw_connection() as earlier, raw_connection() as later:
+        earlier.execute("SET lock_timeout = '10s'")
+        before = artifact_insert(earlier, like, unit(1))  # its transaction stays open: the build waits for it
+        thread, errors = build_behind(earlier)
+        try:
+            later.execute("SET lock_timeout = '3s'")  # a plain CREATE INDEX would hold this write until it ends
+            during = artifact_insert(later, like, unit(2))
+            later.commit()
+        finally:
+            earlier.commit()
+            thread.join(timeout=120)
+    assert not thread.is_alive() and not errors
+
+    assert index_state() is True
+    assert graph_nearest(unit(1).tobytes())[0] == before
+    assert graph_nearest(unit(2).tobytes())[0] == during
+
+
+def test_a_build_cut_short_is_built_again_when_the_migration_runs_again(tenant, chat, leaves):
+    like = DerivedArtifact.objects.get(lineage__source_id=record(tenant, chat, content="crane invoice").pk)
+    MigrationExecutor(connection).migrate(BEFORE)
+    for statement in MIGRATION.PG_COLUMN:  # the migration's first step went through...
+        sql(statement)
+    with raw_connection() as writer:
+        artifact_insert(writer, like, unit(3))
+        thread, errors = build_behind(writer)
+        sql("SELECT pg_cancel_backend(pid) FROM pg_stat_progress_create_index WHERE phase = %s", [WAITING])
+        thread.join(timeout=30)
+        writer.commit()
+    assert errors and isinstance(errors[0].__cause__, psycopg.errors.QueryCanceled)  # ...and its build did not
+    assert index_state() is False
+
+    MigrationExecutor(connection).migrate(leaves)
+
+    assert index_state() is True
+    assert graph_nearest(bytes(like.vector))[0] == like.pk
+    assert sql("SELECT count(*) FROM pg_indexes WHERE indexname = %s", [MIGRATION.INDEX]) == [(1,)]
