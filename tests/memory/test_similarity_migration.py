@@ -11,13 +11,14 @@ import time
 import numpy as np
 import psycopg
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from config.testdb import url_of
 from memory import selectors
 from memory.models import DerivedArtifact
 from tests.factories import record
+from tests.memory.test_similarity_index import graph_nearest, sql
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,12 +43,6 @@ def leaves():
     selectors._HNSW_PRESENT.clear()
 
 
-def sql(statement: str, params=None) -> list[tuple]:
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        return cursor.fetchall() if cursor.description else []
-
-
 def index_state() -> bool | None:
     """The index's validity: None when there is no index."""
     rows = sql("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [MIGRATION.INDEX])
@@ -64,18 +59,6 @@ def artifact_insert(conn: psycopg.Connection, like: DerivedArtifact, vector: np.
         "INSERT INTO memory_derivedartifact (tenant_id, scope_id, kind, content, vector, holder, created_at) "
         "VALUES (%s, %s, 'embedding', '', %s, '', now()) RETURNING id",
         [like.tenant_id, like.scope_id, np.asarray(vector, dtype="<f4").tobytes()]).fetchone()[0]
-
-
-def graph_nearest(vector: bytes) -> list[int]:
-    """The artifact ids the index itself returns nearest to this vector (sequential scans off)."""
-    q = selectors._vector_text(np.frombuffer(vector, dtype="<f4"))
-    with transaction.atomic():
-        sql("SET LOCAL enable_seqscan = off")
-        plan = "\n".join(r[0] for r in sql("EXPLAIN SELECT id FROM memory_derivedartifact "
-                                           "ORDER BY embedding <=> %s::vector LIMIT 3", [q]))
-        assert MIGRATION.INDEX in plan, plan
-        return [pk for (pk,) in sql("SELECT id FROM memory_derivedartifact ORDER BY embedding <=> %s::vector "
-                                    "LIMIT 3", [q])]
 
 
 def unit(seed: int) -> np.ndarray:
