@@ -18,6 +18,11 @@ and 24 words drawn from a vocabulary of 32,768 made-up three-syllable words with
 rank is exp(uniform(0, ln 32768)): the commonest word is in ~80% of the records, most words in a handful), so
 queries meet every selectivity (the word of rank k is in ~24 / (k ln 32768) of the records: rank 1 in 80%,
 rank 100 in 2.3%, rank 10,000 in 0.02%). Records are of the class "chat" (no rule), in 100 scopes per tenant.
+With --topics T, content has topics, as a person's memories do (their people, projects, places): record N is
+about topic N mod T (with T a multiple of 100, a topic's records share a scope), and each of its words is, with
+probability 0.6, one of its topic's 300 words (drawn with the same law among them) instead of one from the
+whole vocabulary; by default (0) every word is drawn from the whole vocabulary, independently: no two records
+are related but by chance, the hardest case for an approximate index.
 
 Measured, each over --queries queries after a warm-up pass on other queries (p50 / p99, in ms):
   fetch by id:     `record_read` (selector); GET /api/v1/memory/records/<id> (Django's test Client, in process,
@@ -44,6 +49,7 @@ Measured, each over --queries queries after a warm-up pass on other queries (p50
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -69,6 +75,8 @@ WORDS_PER_RECORD = 24
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "shi", "vo", "be", "da", "fe", "gu", "ho", "ji", "ku", "la",
              "mo", "nu", "pa", "ri", "se", "to", "zu", "va", "we", "xo", "yu", "ze", "an", "el", "or", "is"]
 VOCABULARY = len(SYLLABLES) ** 3
+TOPIC_WORDS = 300
+TOPIC_SHARE = 0.6
 GOALS = {"p50": 20.0, "p99": 100.0, "api_overhead": 5.0}
 
 
@@ -88,6 +96,8 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--ranked", type=int, default=None,
                         help="matches ranked per query (default: memory.selectors.KEYWORD_RANKED)")
     parser.add_argument("--build-only", action="store_true", help="build the store and stop")
+    parser.add_argument("--topics", type=int, default=0,
+                        help="topics of the content (0: every word drawn from the whole vocabulary; see above)")
     parser.add_argument("--seed", type=int, default=20)
     return parser.parse_args()
 
@@ -148,26 +158,37 @@ def _fetch(statement: str, params=None) -> list[tuple]:
         return cursor.fetchall()
 
 
-_SHAPE = ["records", "noise_tenants", "noise_records", "embeddings", "noise_embeddings", "seed"]
+_SHAPE = ["records", "noise_tenants", "noise_records", "embeddings", "noise_embeddings", "seed", "topics"]
 
 
 def _shape(args) -> dict:
     return {"records": args.records, "noise_tenants": args.noise_tenants, "noise_records": args.noise_records,
-            "embeddings": args.embeddings, "noise_embeddings": args.noise_embeddings, "seed": args.seed}
+            "embeddings": args.embeddings, "noise_embeddings": args.noise_embeddings, "seed": args.seed,
+            "topics": args.topics}
 
 
 def _store_built(args) -> bool:
     found = _fetch("SELECT to_regclass('bench_search_meta') IS NOT NULL")[0][0]
     if not found:
         return False
-    rows = _fetch(f"SELECT {', '.join(_SHAPE)} FROM bench_search_meta")
-    return bool(rows) and dict(zip(_SHAPE, rows[0])) == _shape(args)
+    rows = _fetch("SELECT to_jsonb(m)::text FROM bench_search_meta m")
+    # A store built before --topics existed has no such column: its words were drawn without topics.
+    return bool(rows) and {key: json.loads(rows[0][0]).get(key, 0) for key in _SHAPE} == _shape(args)
 
 
-def _records_insert(tenant_id: int, class_id: int, records: int) -> None:
-    """`records` rows for a tenant, spread over its SCOPES scopes, content drawn from the vocabulary."""
+def _records_insert(tenant_id: int, class_id: int, records: int, topics: int) -> None:
+    """`records` rows for a tenant, spread over its SCOPES scopes, content drawn from the vocabulary (with
+    `topics`, a share of each record's words from its topic's own; see the module docstring)."""
     syllables = "ARRAY[" + ", ".join(f"'{s}'" for s in SYLLABLES) + "]"
     n = len(SYLLABLES)
+    anywhere = f"floor(exp(random() * ln({VOCABULARY})))::int"
+    if topics:
+        # Topic t's j-th word: a fixed, scattered place in the vocabulary (two large primes), 1-based.
+        topical = (f"1 + ((g %% {topics}) * 7919 + floor(exp(random() * ln({TOPIC_WORDS})))::int * 104729) "
+                   f"%% {VOCABULARY}")
+        word = f"CASE WHEN random() < {TOPIC_SHARE} THEN {topical} ELSE {anywhere} END"
+    else:
+        word = anywhere
     _sql(f"""
         WITH v AS (SELECT array_agg(s[1 + i %% {n}] || s[1 + (i / {n}) %% {n}] || s[1 + (i / {n * n}) %% {n}]
                                     ORDER BY i) AS words
@@ -177,7 +198,7 @@ def _records_insert(tenant_id: int, class_id: int, records: int) -> None:
                                    tier, created_at, forgotten_at, redacted_at, erasure_pending, forget_event_id,
                                    retained_until, held, lock_protects_content)
         SELECT %(tenant)s, p.ids[1 + g %% {SCOPES}], NULL, %(class)s,
-               'note ' || g || ': ' || (SELECT string_agg(v.words[floor(exp(random() * ln({VOCABULARY})))::int + 0 * w.k], ' ')
+               'note ' || g || ': ' || (SELECT string_agg(v.words[{word} + 0 * w.k], ' ')
                                        FROM generate_series(1, {WORDS_PER_RECORD} + 0 * g) w(k)),
                md5(g || 'c') || md5(g || 'k'), md5(g || 's'), 'hot', now() - (g %% 720) * interval '1 hour',
                NULL, NULL, false, NULL, NULL, false, false
@@ -206,7 +227,8 @@ def _store_build(args) -> None:
                  "SELECT %s, NULL, 'user:' || g, 1, now() FROM generate_series(1, %s) g", [tenant.pk, SCOPES])
             _sql("INSERT INTO memory_scopeclosure (ancestor_id, descendant_id, depth) "
                  "SELECT id, id, 0 FROM memory_scope WHERE tenant_id = %s", [tenant.pk])
-            _records_insert(tenant.pk, chat.pk, args.records if name == TENANT else args.noise_records)
+            _records_insert(tenant.pk, chat.pk, args.records if name == TENANT else args.noise_records,
+                            args.topics)
         print(f"  {name}: written at {time.perf_counter() - started:.0f} s", flush=True)
     _sql("SET maintenance_work_mem = '512MB'")
     _sql(index_sql)
@@ -228,11 +250,11 @@ def _store_build(args) -> None:
             cursor.execute(f"VACUUM ANALYZE {table}")
     seconds = time.perf_counter() - started
     _sql("CREATE TABLE bench_search_meta (records bigint, noise_tenants int, noise_records bigint, "
-         "embeddings bigint, noise_embeddings bigint, seed int, built_seconds float, "
+         "embeddings bigint, noise_embeddings bigint, seed int, topics int, built_seconds float, "
          "built_at timestamptz DEFAULT now())")
-    _sql("INSERT INTO bench_search_meta VALUES (%s, %s, %s, %s, %s, %s, %s)",
+    _sql("INSERT INTO bench_search_meta VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
          [args.records, args.noise_tenants, args.noise_records, args.embeddings, args.noise_embeddings, args.seed,
-          seconds])
+          args.topics, seconds])
     total = args.records + args.noise_tenants * args.noise_records
     print(f"built the store: {total:,} records ({args.records:,} in {TENANT!r}) in {seconds:.0f} s", flush=True)
 
@@ -463,7 +485,8 @@ def measure(args, url: str) -> None:
     total = _fetch("SELECT count(*) FROM memory_record")[0][0]
     print(f"PostgreSQL {version}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
           f"{total:,} records, {args.records:,} in the measured tenant; {args.queries} queries per path; "
-          f"ranking the {args.ranked or selectors.KEYWORD_RANKED:,} newest matches")
+          f"ranking the {args.ranked or selectors.KEYWORD_RANKED:,} newest matches; content: "
+          + (f"{args.topics} topics" if args.topics else "words drawn independently"))
 
     rng = random.Random(args.seed)
     warm, queries = _queries(rng, tenant.pk, args.queries), _queries(rng, tenant.pk, args.queries)
