@@ -440,6 +440,8 @@ def main() -> None:
     args = _args()
     if args.queries < 200:
         sys.exit("bench_search: --queries must be at least 200 (a p99 needs them)")
+    if args.topics < 0:
+        sys.exit("bench_search: --topics must be 0 (no topics) or more")
     if args.embeddings is None:
         args.embeddings = args.records
     url = os.environ.get("DATABASE_URL")
