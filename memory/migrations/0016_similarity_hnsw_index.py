@@ -100,15 +100,21 @@ def forward(apps, schema_editor) -> None:
     index_build(schema_editor)
 
 
+def index_valid(connection) -> bool | None:
+    """Whether the HNSW index is valid (False: left invalid by a build cut short), None when there is none."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [INDEX])
+        found = cursor.fetchone()
+    return found[0] if found else None
+
+
 def index_build(schema_editor) -> None:
     """The HNSW index, built CONCURRENTLY (outside any transaction: this migration is not atomic); an invalid
     one, left by a build cut short, is dropped first."""
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [INDEX])
-        found = cursor.fetchone()
-    if found and found[0]:
+    valid = index_valid(schema_editor.connection)
+    if valid:
         return
-    if found:
+    if valid is False:
         schema_editor.execute(f"DROP INDEX CONCURRENTLY {INDEX}", params=None)
     schema_editor.execute(PG_INDEX, params=None)
 

@@ -44,9 +44,7 @@ def leaves():
 
 
 def index_state() -> bool | None:
-    """The index's validity: None when there is no index."""
-    rows = sql("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [MIGRATION.INDEX])
-    return rows[0][0] if rows else None
+    return MIGRATION.index_valid(connection)
 
 
 def raw_connection() -> psycopg.Connection:
