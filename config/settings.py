@@ -297,6 +297,9 @@ LOGGING = {
 # Encrypts the tombstone and checkpoint signing keys at rest. Unset in development: a generated
 # passphrase is kept in VAR_DIR/tombstone-signing-passphrase (shared by web and worker), with a warning.
 LEDGER_SIGNING_PASSPHRASE = env.str("LEDGER_SIGNING_PASSPHRASE", default="")
+# scrypt's cost for a new key's encryption, as log2(N): 2**15 takes ~0.1 s (once per key per process). Not read
+# from the environment: only the test settings lower it, to 2**10. A sealed key records its own N.
+LEDGER_SIGNING_KEY_SCRYPT_LOG2_N = 15
 # Batches of 64 tombstones or more (a workflow group's forgets: a tombstone per request and decision) are signed
 # by a child process on another core while this one stores them (tombstones/signing_process.py); off: every
 # signature is made in this process.

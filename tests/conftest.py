@@ -110,7 +110,8 @@ def browser(django_db_setup):
         browser.close()
 
 
-APP_ROLE = "ledger_app_test"
+# Roles belong to the whole server: each pytest-xdist worker has its own, as it has its own test database.
+APP_ROLE = "ledger_app_test" + (f"_{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else "")
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from memory.services.tokens import token_issue
 from retention.audit import coverage_audit
 from retention.models import LegalHold, RetentionRule
 from retention.services import rule_create
+from tests.conftest import APP_ROLE
 from tests.dsr.test_workflow_steps import run_to_end
 from tombstones.models import Tombstone, TombstoneSalts
 
@@ -143,7 +144,7 @@ def test_the_whole_attack_list_as_the_application_role_destroys_or_alters_nothin
     agent, legal, ids, connect = estate["agent"], estate["legal"], estate["ids"], estate["connect"]
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)")
-        assert cursor.fetchone() == ("ledger_app_test", False)
+        assert cursor.fetchone() == (APP_ROLE, False)
     replay = Replay()
     before = _protected_state()
     assert len(before) == 3 + 3 + 2 + 2

@@ -23,6 +23,9 @@ class Worker:
         db = connection.settings_dict
         url = url_of(db)
         ARTIFACTS.mkdir(exist_ok=True)
+        # Two pytest-xdist workers may start a worker of the same name at once: each has its own log.
+        xdist = os.environ.get("PYTEST_XDIST_WORKER", "")
+        name = f"{name}-{xdist}" if xdist else name
         self.log_path = ARTIFACTS / f"worker-{name}.log"
         self.log = open(self.log_path, "wb")
         self.process = subprocess.Popen(

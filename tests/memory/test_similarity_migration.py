@@ -81,7 +81,8 @@ def build_behind(writer: psycopg.Connection) -> tuple[threading.Thread, list]:
     thread = threading.Thread(target=build)
     thread.start()
     deadline = time.monotonic() + 30
-    while not sql("SELECT 1 FROM pg_stat_progress_create_index WHERE phase = %s", [WAITING]):
+    while not sql("SELECT 1 FROM pg_stat_progress_create_index WHERE phase = %s "
+                  "AND datname = current_database()", [WAITING]):
         assert thread.is_alive() and time.monotonic() < deadline, f"the build never waited: {errors}"
         time.sleep(0.05)
     return thread, errors
@@ -131,7 +132,8 @@ def test_a_build_cut_short_is_built_again_when_the_migration_runs_again(tenant, 
     with raw_connection() as writer:
         artifact_insert(writer, like, unit(3))
         thread, errors = build_behind(writer)
-        sql("SELECT pg_cancel_backend(pid) FROM pg_stat_progress_create_index WHERE phase = %s", [WAITING])
+        sql("SELECT pg_cancel_backend(pid) FROM pg_stat_progress_create_index WHERE phase = %s "
+            "AND datname = current_database()", [WAITING])
         thread.join(timeout=30)
         writer.commit()
     assert errors and isinstance(errors[0].__cause__, psycopg.errors.QueryCanceled)  # ...and its build did not

@@ -84,7 +84,7 @@ def test_a_record_placed_under_hold_while_compaction_runs_is_never_destroyed(wor
 def _in_a_transaction(application_name: str) -> bool:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
-                       "AND backend_xid IS NOT NULL", [application_name])
+                       "AND datname = current_database() AND backend_xid IS NOT NULL", [application_name])
         return cursor.fetchone()[0] > 0
 
 

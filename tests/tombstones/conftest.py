@@ -1,16 +1,13 @@
 import pytest
 from django.core.cache import cache
 
-from tombstones.services import keys as keys_service
-
 from .factories import TenantFactory, receipt_make
 
 
 @pytest.fixture(autouse=True)
-def tombstone_settings(settings, monkeypatch):
+def tombstone_settings(settings):
     settings.LEDGER_SIGNING_PASSPHRASE = "test passphrase"
     settings.LEDGER_LOG_ORIGIN = "ledger.test/tombstones"
-    monkeypatch.setattr(keys_service, "SCRYPT_LOG2_N", 10)  # fast keys in tests; the blob records N
     cache.clear()  # the rate limiter's counters
     yield
     cache.clear()

@@ -24,15 +24,36 @@ pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_private_key_at_rest_is_encrypted_and_opens_only_with_the_passphrase(settings):
+def test_private_key_at_rest_is_encrypted_and_opens_only_with_the_passphrase(settings, monkeypatch):
     key = key_current(purpose="tombstone")
     blob = bytes(SigningKey.objects.get(pk=key.pk).private_key_encrypted)
+    created_with = keys_service.key_private(key).private_bytes_raw()
+    monkeypatch.setattr(keys_service, "_private_keys", {})  # as another process: open it from the table
     raw = keys_service.key_private(key).private_bytes_raw()
+    assert raw == created_with
     assert raw not in blob and blob.startswith(b"FLK1")
     settings.LEDGER_SIGNING_PASSPHRASE = "a wrong passphrase"
     with pytest.raises(TombstoneError) as caught:
         keys_service.key_private(key)
     assert (caught.value.code, caught.value.status_code) == ("signing_key_unavailable", 503)
+
+
+def test_keys_are_sealed_with_the_configured_scrypt_cost_and_open_at_any_cost_they_record(settings, monkeypatch):
+    from config import settings as production_settings
+
+    assert production_settings.LEDGER_SIGNING_KEY_SCRYPT_LOG2_N == 15  # only the test settings lower it
+    settings.LEDGER_SIGNING_KEY_SCRYPT_LOG2_N = 15
+    key = key_current(purpose="tombstone")
+    assert bytes(key.private_key_encrypted)[4] == 15
+    created_with = keys_service.key_private(key).private_bytes_raw()
+    settings.LEDGER_SIGNING_KEY_SCRYPT_LOG2_N = 10  # a later setting does not change how a sealed key opens
+    monkeypatch.setattr(keys_service, "_private_keys", {})
+    assert keys_service.key_private(key).private_bytes_raw() == created_with
+    for unsafe in (9, 21):
+        settings.LEDGER_SIGNING_KEY_SCRYPT_LOG2_N = unsafe
+        with pytest.raises(ValueError, match="must be from 10 to 20"):
+            key_rotate(purpose="tombstone", actor="test")
+    assert list(SigningKey.objects.filter(purpose="tombstone").values_list("kid", "retired_at")) == [(key.kid, None)]
 
 
 def test_unset_passphrase_warns_and_uses_one_generated_secret_shared_by_processes(settings, tmp_path, monkeypatch):

@@ -38,7 +38,7 @@ LEAKS = [
     (("propagation", "deferred", 0, "holder"), f"agent-of-{NAME}", "propagation.deferred[0].holder"),
     (("propagation", "deferred", 0, "item"), f"copy held by {NAME}", "propagation.deferred[0].item"),
     (("propagation", "deferred", 0, "action"), NAME, "propagation.deferred[0].action"),
-    (("propagation", "closes"), [{"tombstone_id": str(uuid.uuid4()), "action": "erase", "items": [NAME]}],
+    (("propagation", "closes"), [{"tombstone_id": "0b9e1c52-5f3a-4d2e-9a61-7c0f3e8d2b14", "action": "erase", "items": [NAME]}],
      "propagation.closes[0].items"),
     (("propagation", "closes"), [{"tombstone_id": NAME, "action": "erase", "items": ["record:1"]}],
      "propagation.closes[0].tombstone_id"),

@@ -22,10 +22,11 @@ from ..jwk import thumbprint
 from ..models import KeyAction, KeyEvent, KeyPurpose, SigningKey
 
 # Private keys at rest: b"FLK1" || log2(N) || salt (16) || nonce (12) || AES-256-GCM(raw key, aad=kid), the
-# AES key derived from the passphrase with scrypt (N=2**15: ~0.1 s, once per key per process; decrypted keys
-# are cached). (cryptography's PKCS#8 `BestAvailableEncryption` uses PBKDF2 with 2,048 rounds: too few.)
+# AES key derived from the passphrase with scrypt (N=2**LEDGER_SIGNING_KEY_SCRYPT_LOG2_N, 2**15: ~0.1 s, once per
+# key per process; decrypted keys are cached). (cryptography's PKCS#8 `BestAvailableEncryption` uses PBKDF2 with
+# 2,048 rounds: too few.)
 SEALED_VERSION = b"FLK1"
-SCRYPT_LOG2_N = 15
+SCRYPT_LOG2_N_RANGE = range(10, 21)
 DEV_PASSPHRASE_FILE = "tombstone-signing-passphrase"
 _dev_passphrases: dict[Path, bytes] = {}
 _private_keys: dict[tuple[str, bytes], Ed25519PrivateKey] = {}
@@ -67,13 +68,16 @@ def _derive(passphrase: bytes, salt: bytes, log2_n: int) -> AESGCM:
 def _seal(private: Ed25519PrivateKey, passphrase: bytes, *, kid: str) -> bytes:
     raw = private.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
                                 serialization.NoEncryption())
-    salt, nonce, log2_n = os.urandom(16), os.urandom(12), SCRYPT_LOG2_N
+    log2_n = settings.LEDGER_SIGNING_KEY_SCRYPT_LOG2_N
+    if log2_n not in SCRYPT_LOG2_N_RANGE:
+        raise ValueError(f"LEDGER_SIGNING_KEY_SCRYPT_LOG2_N must be from 10 to 20, not {log2_n}")
+    salt, nonce = os.urandom(16), os.urandom(12)
     sealed = _derive(passphrase, salt, log2_n).encrypt(nonce, raw, kid.encode())
     return SEALED_VERSION + bytes([log2_n]) + salt + nonce + sealed
 
 
 def _unseal(blob: bytes, passphrase: bytes, *, kid: str) -> Ed25519PrivateKey:
-    if not blob.startswith(SEALED_VERSION) or not 10 <= blob[4] <= 20:
+    if not blob.startswith(SEALED_VERSION) or blob[4] not in SCRYPT_LOG2_N_RANGE:
         raise ValueError("unknown sealed key format")
     log2_n, salt, nonce, sealed = blob[4], blob[5:21], blob[21:33], blob[33:]
     return Ed25519PrivateKey.from_private_bytes(_derive(passphrase, salt, log2_n).decrypt(nonce, sealed, kid.encode()))
@@ -101,13 +105,17 @@ def _key_create(*, purpose: str, actor: str, now: datetime) -> SigningKey:
     private = Ed25519PrivateKey.generate()
     public = private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     kid = thumbprint(public)
+    passphrase = passphrase_get()
     key = SigningKey.objects.create(
         kid=kid, purpose=purpose, public_key=public,
-        private_key_encrypted=_seal(private, passphrase_get(), kid=kid),
+        private_key_encrypted=_seal(private, passphrase, kid=kid),
         note_name=settings.LEDGER_LOG_ORIGIN if purpose == KeyPurpose.CHECKPOINT else "",
         created_at=now,
     )
     KeyEvent.objects.create(key=key, action=KeyAction.CREATED, actor=actor, at=now)
+    # This process need not derive the AES key again to sign with it (if the transaction rolls back, the entry is
+    # a key nobody signs with).
+    _private_keys[_private_cache_key(kid, passphrase)] = private
     return key
 
 
