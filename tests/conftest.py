@@ -156,3 +156,21 @@ def as_app_role(app_role):
     finally:
         connections["default"].close()
         settings_dict["USER"], settings_dict["PASSWORD"] = saved
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory):
+    """A SQLite database migrated from scratch, once per test process (tests/sqlite_service.py): copy it with
+    `sqlite_copy`, or use `sqlite_migrated`."""
+    from tests.sqlite_service import DATABASE_FILE, sqlite_migrate
+
+    return sqlite_migrate(tmp_path_factory.mktemp("sqlite-template") / DATABASE_FILE)
+
+
+@pytest.fixture
+def sqlite_migrated(sqlite_template, tmp_path):
+    """This test's own migrated SQLite database, in `tmp_path` (its var dir)."""
+    from tests.sqlite_service import sqlite_copy
+
+    return sqlite_copy(sqlite_template, tmp_path)
+

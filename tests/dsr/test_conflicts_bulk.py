@@ -180,18 +180,12 @@ print(json.dumps({"waiting": [[c.record_id for c in waiting.conflicts], [r.pk fo
 """
 
 
-def test_the_bulk_decision_and_the_holds_wait_list_on_sqlite(tmp_path):
+def test_the_bulk_decision_and_the_holds_wait_list_on_sqlite(sqlite_migrated):
     # The embedded default: hold_waiting reads the conflicts' JSON in Python, as on PostgreSQL.
-    import json
-    import os
+    from tests.dsr.test_workflow_sqlite import LOCMEM_MAIL
+    from tests.sqlite_service import manage_script, sqlite_env
 
-    from tests.dsr.test_workflow_sqlite import _manage
-
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
-    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'ledger.sqlite3'}", LEDGER_VAR_DIR=str(tmp_path),
-               DJANGO_SETTINGS_MODULE="config.settings", EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend")
-    _manage("migrate", "--noinput", "--skip-checks", env=env)
-    found = json.loads(_manage("shell", "-c", SQLITE_RUN, env=env).strip().splitlines()[-1])
+    found = manage_script(SQLITE_RUN, env=sqlite_env(sqlite_migrated, EMAIL_BACKEND=LOCMEM_MAIL))
 
     assert found["waiting"] == [[found["hold_record"]], [found["request"]]]
     assert found["refused"] == ["selection_refused", ["compliance_lock", "legal_hold"]]

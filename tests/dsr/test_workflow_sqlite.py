@@ -3,18 +3,15 @@ own (no `json_to_recordset`, no `unnest`, no binary COPY: `bulk_create` and per-
 receipts' proofs are read from the stored tree by the ORM.
 
 The database is built as the embedded service builds it (`manage.py migrate` in a subprocess, with
-DATABASE_URL naming a SQLite file); the issue's scenario (tests/dsr/workflow_fixtures.py) is then run step
-by step in that subprocess, which prints what the test checks.
+DATABASE_URL naming a SQLite file: tests/sqlite_service.py); the issue's scenario
+(tests/dsr/workflow_fixtures.py) is then run step by step in a `manage.py shell`, which prints what the test
+checks.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+from tests.sqlite_service import manage_script, sqlite_env
 
-ROOT = Path(__file__).resolve().parents[2]
+LOCMEM_MAIL = "django.core.mail.backends.locmem.EmailBackend"
 
 RUN = r"""
 import json
@@ -58,19 +55,8 @@ print(json.dumps({
 """
 
 
-def _manage(*args: str, env: dict) -> str:
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-def test_the_erasure_scenario_runs_to_partially_completed_on_sqlite(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
-    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'ledger.sqlite3'}", LEDGER_VAR_DIR=str(tmp_path),
-               DJANGO_SETTINGS_MODULE="config.settings", EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend")
-    _manage("migrate", "--noinput", "--skip-checks", env=env)
-    found = json.loads(_manage("shell", "-c", RUN, env=env).strip().splitlines()[-1])
+def test_the_erasure_scenario_runs_to_partially_completed_on_sqlite(sqlite_migrated):
+    found = manage_script(RUN, env=sqlite_env(sqlite_migrated, EMAIL_BACKEND=LOCMEM_MAIL))
 
     records = found["records"]
     assert found["ran"] == ["plan", "execute", "confirm", "notify"]
@@ -119,10 +105,6 @@ print(json.dumps({"refused": refused, "ticket_lock": [ticket.retained_until, tic
 """
 
 
-def test_legal_override_on_sqlite_ends_a_governance_lock_only(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
-    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'ledger.sqlite3'}", LEDGER_VAR_DIR=str(tmp_path),
-               DJANGO_SETTINGS_MODULE="config.settings", EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend")
-    _manage("migrate", "--noinput", "--skip-checks", env=env)
-    found = json.loads(_manage("shell", "-c", OVERRIDE, env=env).strip().splitlines()[-1])
+def test_legal_override_on_sqlite_ends_a_governance_lock_only(sqlite_migrated):
+    found = manage_script(OVERRIDE, env=sqlite_env(sqlite_migrated, EMAIL_BACKEND=LOCMEM_MAIL))
     assert found == {"refused": {"compliance": "retention_lock", "hold": "legal_hold"}, "ticket_lock": [None, False]}

@@ -2,25 +2,20 @@
 
 The database is built the way the embedded service builds it: `manage.py migrate` in a subprocess
 (so every later migration runs too: Django's SQLite schema editor re-creates a table, dropping its
-triggers, for many ALTERs, and this would notice). The rows are written by Django's ORM in a
+triggers, for many ALTERs, and this would notice; tests/sqlite_service.py). The rows are written by Django's ORM in a
 subprocess, so the datetimes are stored exactly as Django stores them; the attacks are then raw SQL
 through Python's `sqlite3` module, bypassing Django entirely.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
 import sqlite3
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.sqlite_service import manage_script, sqlite_copy, sqlite_env
 
 SEED = r"""
 import json
@@ -73,23 +68,11 @@ LOCK_PREFIX = {"retention": "retention_lock:", "content_retention": "retention_l
                "hold_and_retention": "legal_hold:"}
 
 
-def _manage(*args: str, env: dict) -> str:
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
-def migrated(tmp_path_factory):
+def migrated(sqlite_template, tmp_path_factory):
     """A migrated, seeded SQLite file (built once) and the ids of its rows."""
-    var_dir = tmp_path_factory.mktemp("guard-sqlite")
-    path = var_dir / "x.sqlite3"
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
-    env.update(DATABASE_URL=f"sqlite:///{path}", LEDGER_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="config.settings")
-    _manage("migrate", "--noinput", "--skip-checks", env=env)
-    seeded = json.loads(_manage("shell", "-c", SEED, env=env).strip().splitlines()[-1])
-    return path, seeded
+    path = sqlite_copy(sqlite_template, tmp_path_factory.mktemp("guard-sqlite"))
+    return path, manage_script(SEED, env=sqlite_env(path))
 
 
 @pytest.fixture

@@ -8,16 +8,11 @@ own database is PostgreSQL); the FTS5 table is then read directly through Python
 """
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.sqlite_service import manage_script, sqlite_copy, sqlite_env
 
 SCRIPT = r"""
 import json
@@ -72,18 +67,9 @@ print(json.dumps({
 
 
 @pytest.fixture(scope="module")
-def searched(tmp_path_factory):
-    var_dir = tmp_path_factory.mktemp("keyword-sqlite")
-    path = var_dir / "x.sqlite3"
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
-    env.update(DATABASE_URL=f"sqlite:///{path}", LEDGER_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="config.settings")
-    outputs = []
-    for args in (["migrate", "--noinput", "--skip-checks"], ["shell", "-c", SCRIPT]):
-        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert done.returncode == 0, f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}"
-        outputs.append(done.stdout)
-    return path, json.loads(outputs[-1].strip().splitlines()[-1])
+def searched(sqlite_template, tmp_path_factory):
+    path = sqlite_copy(sqlite_template, tmp_path_factory.mktemp("keyword-sqlite"))
+    return path, manage_script(SCRIPT, env=sqlite_env(path))
 
 
 def test_words_match_whole_or_as_prefixes_as_on_postgresql(searched):

@@ -10,13 +10,8 @@ on SQLite in a subprocess (the embedded default: its triggers are dropped and cr
 from __future__ import annotations
 
 import importlib
-import json
-import os
 import sqlite3
-import subprocess
-import sys
 import unicodedata
-from pathlib import Path
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -27,8 +22,8 @@ from hypothesis import strategies as st
 
 from config.errors import ApplicationError
 from memory.subjects import subject_ref_normalize
+from tests.sqlite_service import manage, manage_script, sqlite_env
 
-ROOT = Path(__file__).resolve().parents[2]
 NFC = "José Müller"
 NFD = unicodedata.normalize("NFD", NFC)
 MINE = [("memory", "0011_subject_refs_normalized"), ("dsr", "0012_subject_refs_normalized")]
@@ -259,29 +254,21 @@ print(json.dumps(seed(executor.loader.project_state(BEFORE).apps)))
 ''' % (BEFORE + [("retention", "0004_audit_tombstone_index")],)  # a fresh file: the write ledger's trigger too
 
 
-def _manage(*args: str, env: dict) -> str:
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
 def test_migration_on_sqlite_moves_locked_records_and_puts_the_guard_back(tmp_path):
     path = tmp_path / "x.sqlite3"
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
-    env.update(DATABASE_URL=f"sqlite:///{path}", LEDGER_VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="config.settings")
-    ids = json.loads(_manage("shell", "-c", SQLITE_SEED, env=env).strip().splitlines()[-1])
+    env = sqlite_env(path)
+    ids = manage_script(SQLITE_SEED, env=env)
     conn = sqlite3.connect(path, isolation_level=None)
     triggers_before = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
                                         "AND tbl_name = 'memory_record'").fetchall())
     assert "memory_record_guard_update" in triggers_before
 
-    _manage("migrate", "memory", "0011_subject_refs_normalized", "--noinput", "--skip-checks", env=env)
+    manage("migrate", "memory", "0011_subject_refs_normalized", "--noinput", "--skip-checks", env=env)
     # The guard is put back exactly as it was (later migrations, such as memory 0012, may change it themselves).
     triggers_after = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
                                        "AND tbl_name = 'memory_record'").fetchall())
     assert triggers_after == triggers_before
-    _manage("migrate", "--noinput", "--skip-checks", env=env)
+    manage("migrate", "--noinput", "--skip-checks", env=env)
 
     s, r = ids["subjects"], ids["records"]
     subjects = {pk: (ref, merged) for pk, ref, merged in conn.execute("SELECT id, ref, merged_into_id FROM memory_subject")}

@@ -12,11 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import sqlite3
-import subprocess
-import sys
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -38,8 +34,8 @@ from retention.models import (
 )
 from retention.services import hold_place, hold_release, rule_change_duration, rule_retire
 from tests.factories import ContentClassFactory, TenantFactory, record, rule
+from tests.sqlite_service import manage, manage_script, sqlite_env
 
-ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "^retention_table:"
 postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's triggers; SQLite below")
 
@@ -405,23 +401,14 @@ print(json.dumps({"first": [first.status, first.anomalies], "late": late, "secon
 """
 
 
-def _manage(*args: str, env: dict) -> str:
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def sqlite_install(tmp_path_factory):
     """A SQLite install made before migration 0005 (a tenant, a class, a compliance rule and its unsigned version,
     as the service wrote them then), migrated to the end; then the service run on it."""
     var_dir = tmp_path_factory.mktemp("append-only-sqlite")
     path = var_dir / "x.sqlite3"
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
-    env.update(DATABASE_URL=f"sqlite:///{path}", LEDGER_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="config.settings",
-               LEDGER_SIGNING_PASSPHRASE="test-only")
-    _manage("migrate", "retention", "0004", "--noinput", "--skip-checks", env=env)
+    env = sqlite_env(path, LEDGER_SIGNING_PASSPHRASE="test-only")
+    manage("migrate", "retention", "0004", "--noinput", "--skip-checks", env=env)
     rules = [{"id": 1, "content_class": "trades", "kind": "regulatory", "duration_days": 2555,
               "authority": "SEC 17a-4(f)", "mode": "compliance", "protects": "content"}]
     with sqlite3.connect(path) as conn:
@@ -434,8 +421,8 @@ def sqlite_install(tmp_path_factory):
         conn.execute("INSERT INTO retention_retentiontableversion (tenant_id, number, actor, change, rules, digest,"
                      " created_at) VALUES (1, 1, 'legal', 'added rule 1', ?, ?, '2025-01-01 00:00:00.250000')",
                      [json.dumps(rules), "d" * 64])
-    _manage("migrate", "--noinput", "--skip-checks", env=env)
-    results = json.loads(_manage("shell", "-c", SQLITE_SCRIPT, env=env).strip().splitlines()[-1])
+    manage("migrate", "--noinput", "--skip-checks", env=env)
+    results = manage_script(SQLITE_SCRIPT, env=env)
     return path, results
 
 

@@ -2,21 +2,16 @@
 embedded worker runs beat, so every sweep and the audit run there too).
 
 As tests/memory/test_guard_sqlite.py does: `manage.py migrate` from scratch in a subprocess (Django's SQLite
-schema editor re-creates tables, dropping their triggers, for many ALTERs: this notices), the service's own
+schema editor re-creates tables, dropping their triggers, for many ALTERs: this notices; tests/sqlite_service.py), the service's own
 code in a `manage.py shell` subprocess, and raw SQL through Python's `sqlite3`, bypassing Django.
 """
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.sqlite_service import manage_script, sqlite_copy, sqlite_env
 
 SCRIPT = r"""
 import json, logging
@@ -54,31 +49,18 @@ print(json.dumps({
 """
 
 
-def _manage(*args: str, env: dict) -> str:
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+@pytest.fixture(scope="module")
+def sqlite_db(sqlite_template, tmp_path_factory):
+    return sqlite_copy(sqlite_template, tmp_path_factory.mktemp("sweeps-sqlite"))
 
 
 @pytest.fixture(scope="module")
-def sqlite_env(tmp_path_factory):
-    var_dir = tmp_path_factory.mktemp("sweeps-sqlite")
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
-    env.update(DATABASE_URL=f"sqlite:///{var_dir / 'x.sqlite3'}", LEDGER_VAR_DIR=str(var_dir),
-               DJANGO_SETTINGS_MODULE="config.settings", LEDGER_SIGNING_PASSPHRASE="test-only")
-    _manage("migrate", "--noinput", "--skip-checks", env=env)
-    return var_dir / "x.sqlite3", env
+def results(sqlite_db):
+    return manage_script(SCRIPT, env=sqlite_env(sqlite_db, LEDGER_SIGNING_PASSPHRASE="test-only"))
 
 
-@pytest.fixture(scope="module")
-def results(sqlite_env):
-    _path, env = sqlite_env
-    return json.loads(_manage("shell", "-c", SCRIPT, env=env).strip().splitlines()[-1])
-
-
-def test_ledger_triggers_survive_every_migration(sqlite_env):
-    with sqlite3.connect(sqlite_env[0]) as conn:
+def test_ledger_triggers_survive_every_migration(sqlite_db):
+    with sqlite3.connect(sqlite_db) as conn:
         names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
     assert {"memory_record_write_ledger", "retention_writeledger_no_update", "retention_writeledger_no_delete",
             "retention_tombstoneddeletion_no_update", "retention_tombstoneddeletion_no_delete"} <= names
@@ -98,8 +80,8 @@ def test_audit_runs_on_sqlite_and_finds_the_gap(results):
     assert status == "gaps" and totals["gaps"] == 1 and {"gaps": [results["trade"]]} in samples
 
 
-def test_raw_inserts_are_ledgered_and_the_ledger_is_append_only(sqlite_env, results):
-    with sqlite3.connect(sqlite_env[0], isolation_level=None) as conn:
+def test_raw_inserts_are_ledgered_and_the_ledger_is_append_only(sqlite_db, results):
+    with sqlite3.connect(sqlite_db, isolation_level=None) as conn:
         conn.execute("INSERT INTO memory_record (tenant_id, scope_id, subject_id, content_class_id, content, commitment,"
                      " salt, tier, created_at, erasure_pending, held, lock_protects_content)"
                      " VALUES (1, 1, NULL, 1, 'raw', 'c', 's', 'hot', '2026-01-01 00:00:00', 0, 0, 0)")

@@ -1,21 +1,17 @@
 """Tombstones are permanent: the database itself refuses to change or remove them, whoever asks."""
-import os
 import sqlite3
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from tests.sqlite_service import manage, sqlite_env
 from tombstones.models import Checkpoint, KeyEvent, LogHead, LogNode, SigningKey, Tombstone
 from tombstones.services import checkpoint_sign
 
 from .factories import tombstone_make
 
 pytestmark = pytest.mark.django_db
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def refused(sql: str, params=(), because: str = "permanent") -> bool:
@@ -101,19 +97,12 @@ def test_the_log_head_moves_forward_only(logged):
     assert Checkpoint.objects.exists() and KeyEvent.objects.exists()
 
 
-def test_sqlite_triggers_refuse_the_same_changes(tmp_path):
+def test_sqlite_triggers_refuse_the_same_changes(sqlite_migrated):
     """The embedded default (SQLite) gets the same triggers from the same migration."""
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'ledger.sqlite3'}", "LEDGER_VAR_DIR": str(tmp_path),
-           "LEDGER_SIGNING_PASSPHRASE": "sqlite test"}
-    script = (
-        "import django, uuid; django.setup()\n"
-        "from django.core.management import call_command; call_command('migrate', verbosity=0)\n"
-        "from tests.tombstones.factories import TenantFactory, tombstone_make\n"
-        "tenant = TenantFactory(); tombstone_make(tenant); tombstone_make(tenant)\n"
-    )
-    subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
-                   check=True, capture_output=True, timeout=120)
-    db = sqlite3.connect(tmp_path / "ledger.sqlite3")
+    manage("shell", "-c", "from tests.tombstones.factories import TenantFactory, tombstone_make\n"
+                          "tenant = TenantFactory(); tombstone_make(tenant); tombstone_make(tenant)\n",
+           env=sqlite_env(sqlite_migrated, LEDGER_SIGNING_PASSPHRASE="sqlite test"))
+    db = sqlite3.connect(sqlite_migrated)
     assert db.execute("SELECT count(*) FROM tombstones_tombstone").fetchone() == (2,)
     assert db.execute("SELECT count(*) FROM tombstones_lognode").fetchone() == (1,)
     for sql in ["UPDATE tombstones_tombstone SET payload = x'00'", "DELETE FROM tombstones_tombstone",
