@@ -111,7 +111,8 @@ def browser(django_db_setup):
 
 
 # Roles belong to the whole server: each pytest-xdist worker has its own, as it has its own test database.
-APP_ROLE = "ledger_app_test" + (f"_{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else "")
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+APP_ROLE = f"ledger_app_test_{_XDIST_WORKER}" if _XDIST_WORKER else "ledger_app_test"
 
 
 @pytest.fixture
@@ -173,4 +174,3 @@ def sqlite_migrated(sqlite_template, tmp_path):
     from tests.sqlite_service import sqlite_copy
 
     return sqlite_copy(sqlite_template, tmp_path)
-

@@ -1,9 +1,10 @@
 """The write ledger on SQLite, the embedded default, and the sweeps and the coverage audit that use it (the
 embedded worker runs beat, so every sweep and the audit run there too).
 
-As tests/memory/test_guard_sqlite.py does: `manage.py migrate` from scratch in a subprocess (Django's SQLite
-schema editor re-creates tables, dropping their triggers, for many ALTERs: this notices; tests/sqlite_service.py), the service's own
-code in a `manage.py shell` subprocess, and raw SQL through Python's `sqlite3`, bypassing Django.
+As tests/memory/test_guard_sqlite.py does (tests/sqlite_service.py): `manage.py migrate` from scratch in a
+subprocess (Django's SQLite schema editor re-creates tables, dropping their triggers, for many ALTERs: this
+notices), the service's own code in a `manage.py shell` subprocess, and raw SQL through Python's `sqlite3`,
+bypassing Django.
 """
 from __future__ import annotations
 

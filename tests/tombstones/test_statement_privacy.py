@@ -11,6 +11,7 @@ from tombstones.services.statement import statement_complete
 from .factories import statement_make
 
 NAME = "carol@example.com"
+CLOSED_ID = "0b9e1c52-5f3a-4d2e-9a61-7c0f3e8d2b14"
 LEAKS = [
     (("scope", "target"), {"scope": f"user:{NAME}"}, "scope.target"),
     (("scope", "target"), {"tag": f"patient-{NAME}"}, "scope.target"),
@@ -38,7 +39,8 @@ LEAKS = [
     (("propagation", "deferred", 0, "holder"), f"agent-of-{NAME}", "propagation.deferred[0].holder"),
     (("propagation", "deferred", 0, "item"), f"copy held by {NAME}", "propagation.deferred[0].item"),
     (("propagation", "deferred", 0, "action"), NAME, "propagation.deferred[0].action"),
-    (("propagation", "closes"), [{"tombstone_id": "0b9e1c52-5f3a-4d2e-9a61-7c0f3e8d2b14", "action": "erase", "items": [NAME]}],
+    # A fixed id: the test ids are made from these values, and pytest-xdist's processes must collect the same ones.
+    (("propagation", "closes"), [{"tombstone_id": CLOSED_ID, "action": "erase", "items": [NAME]}],
      "propagation.closes[0].items"),
     (("propagation", "closes"), [{"tombstone_id": NAME, "action": "erase", "items": ["record:1"]}],
      "propagation.closes[0].tombstone_id"),
