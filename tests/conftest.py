@@ -1,5 +1,6 @@
 import os
 
+import psycopg
 import pytest
 from rest_framework.test import APIClient
 
@@ -110,16 +111,28 @@ def browser(django_db_setup):
         browser.close()
 
 
-# Roles belong to the whole server: each pytest-xdist worker has its own, as it has its own test database.
-_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-APP_ROLE = f"ledger_app_test_{_XDIST_WORKER}" if _XDIST_WORKER else "ledger_app_test"
+# This pytest-xdist process ("gw0", "gw1"; "" without xdist). What belongs to the whole server or machine is
+# named with it: the application role here, the Celery workers' logs (tests/workers.py).
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+APP_ROLE = f"ledger_app_test_{XDIST_WORKER}" if XDIST_WORKER else "ledger_app_test"
+
+
+def other_connection(**options) -> psycopg.Connection:
+    """A psycopg connection of its own to the test database, as another process would open one (the caller
+    closes it); `options` on top of the test connection's own parameters (`user`, `autocommit`...)."""
+    from django.db import connection
+
+    params = {k: v for k, v in connection.get_connection_params().items()
+              if k in ("dbname", "host", "port", "user", "password", "options", "sslmode")}
+    if "user" in options:
+        params.pop("password", None)  # another role's: trust, as the application role has no password here
+    return psycopg.connect(**{**params, **options})
 
 
 @pytest.fixture
 def app_role(transactional_db):
     """A real non-owner PostgreSQL role with the application's grants (memory/dbroles.py) on the test database;
     yields a function that opens a psycopg connection as that role (the caller closes it)."""
-    import psycopg
     from django.db import connection
 
     from memory.dbroles import app_role_create, app_role_grant
@@ -129,15 +142,9 @@ def app_role(transactional_db):
     with connection.cursor() as cursor:
         app_role_create(cursor, role=APP_ROLE, password=None)
         app_role_grant(cursor, role=APP_ROLE)
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    params.update(user=APP_ROLE, autocommit=True)
-    params.pop("password", None)
 
-    def connect() -> "psycopg.Connection":
-        return psycopg.connect(**{k: v for k, v in params.items() if k in (
-            "dbname", "host", "port", "user", "autocommit", "options", "sslmode")})
+    def connect() -> psycopg.Connection:
+        return other_connection(user=APP_ROLE, autocommit=True)
 
     return connect
 

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import connection
 
 from config.testdb import url_of
+from tests.conftest import XDIST_WORKER
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -23,9 +24,8 @@ class Worker:
         db = connection.settings_dict
         url = url_of(db)
         ARTIFACTS.mkdir(exist_ok=True)
-        # Two pytest-xdist workers may start a worker of the same name at once: each has its own log.
-        xdist = os.environ.get("PYTEST_XDIST_WORKER", "")
-        name = f"{name}-{xdist}" if xdist else name
+        # Two pytest-xdist processes may start a worker of the same name at once: each has its own log.
+        name = f"{name}-{XDIST_WORKER}" if XDIST_WORKER else name
         self.log_path = ARTIFACTS / f"worker-{name}.log"
         self.log = open(self.log_path, "wb")
         self.process = subprocess.Popen(

@@ -2,9 +2,7 @@
 gets its own forgets, tombstones, receipts and notice; a request another transaction holds is skipped; a
 crash rolls the group's step back; one request's failure does not spoil the others."""
 import json
-import psycopg
 import pytest
-from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -16,6 +14,7 @@ from memory.models import DerivedArtifact, ForgetEvent, Lineage, Record
 from memory.selectors import records_search, records_similar
 from memory.services import records_refusals
 from retention.services import hold_place
+from tests.conftest import other_connection
 from tests.dsr.test_workflow_steps import run_to_end
 from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
 from tombstones.models import Tombstone, TombstoneSalts
@@ -128,8 +127,7 @@ def test_requests_that_nobody_started_are_not_planned_by_a_group(mailoutbox):
 def test_a_request_another_transaction_holds_is_skipped_and_left_to_it(mailoutbox):
     made = started_requests()
     (_, first), (_, held), (_, third) = made
-    db = settings.DATABASES["default"]
-    with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"]) as other:
+    with other_connection() as other:
         other.execute("SELECT id FROM dsr_subjectrequest WHERE id = %s FOR UPDATE", [held.pk])  # another worker's
 
         with connection.cursor() as cursor:  # a claim that waited for the held row fails here instead of hanging

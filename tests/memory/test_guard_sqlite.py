@@ -9,7 +9,6 @@ through Python's `sqlite3` module, bypassing Django entirely.
 from __future__ import annotations
 
 import re
-import shutil
 import sqlite3
 from datetime import datetime, timedelta, timezone
 
@@ -82,9 +81,7 @@ def ids(migrated):
 
 @pytest.fixture
 def db_path(migrated, tmp_path):
-    copy = tmp_path / "x.sqlite3"
-    shutil.copy(migrated[0], copy)
-    return copy
+    return sqlite_copy(migrated[0], tmp_path)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from memory.models import DerivedArtifact, Lineage, Record, RecordTag, Scope, Subject, Tenant
 from retention.models import ContentClass
+from tests.conftest import other_connection
 
 pytestmark = pytest.mark.skipif(connection.vendor != "postgresql",
                                 reason="the PostgreSQL trigger; SQLite is tests/memory/test_guard_sqlite.py")
@@ -330,12 +331,6 @@ def test_grant_ends_with_its_transaction(world):
 
 # --- another connection -------------------------------------------------------------------------
 
-def _second_connection() -> psycopg.Connection:
-    s = connection.settings_dict
-    return psycopg.connect(dbname=s["NAME"], user=s["USER"], password=s["PASSWORD"] or None,
-                           host=s["HOST"] or None, port=s["PORT"] or None)
-
-
 @pytest.fixture
 def committed_world(transactional_db):
     # Committed rows, so that a second connection sees them (`db` would keep them in the test's transaction).
@@ -354,7 +349,7 @@ def test_another_transactions_grant_is_invisible_and_unusable(committed_world):
     with transaction.atomic():
         insert_grant()
         # ...a second connection can neither see it nor use it to unlock the record
-        with _second_connection() as other:
+        with other_connection() as other:
             assert other.execute("SELECT count(*) FROM retention_lockrecomputegrant").fetchone() == (0,)
             with pytest.raises(psycopg.errors.RestrictViolation) as caught:
                 other.execute("UPDATE memory_record SET held = false, retained_until = NULL WHERE id = %s",
@@ -371,11 +366,11 @@ def test_another_transactions_grant_is_invisible_and_unusable(committed_world):
 def test_a_grant_can_never_be_committed(committed_world):
     # A committed grant would unlock every record for everyone: the commit itself is refused.
     record = make_record(committed_world, held=True)
-    with _second_connection() as other:
+    with other_connection() as other:
         other.execute("INSERT INTO retention_lockrecomputegrant (granted_at) VALUES (now())")
         with pytest.raises(psycopg.errors.RestrictViolation, match=r"^lock_grant:"):
             other.commit()
-    with _second_connection() as other:
+    with other_connection() as other:
         assert other.execute("SELECT count(*) FROM retention_lockrecomputegrant").fetchone() == (0,)
         with pytest.raises(psycopg.errors.RestrictViolation, match=r"^legal_hold:"):
             other.execute("UPDATE memory_record SET held = false WHERE id = %s", [record.pk])

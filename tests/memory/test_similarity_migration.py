@@ -14,9 +14,9 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from config.testdb import url_of
 from memory import selectors
 from memory.models import DerivedArtifact
+from tests.conftest import other_connection
 from tests.factories import record
 from tests.memory.test_similarity_index import graph_nearest, sql
 
@@ -45,10 +45,6 @@ def leaves():
 
 def index_state() -> bool | None:
     return MIGRATION.index_valid(connection)
-
-
-def raw_connection() -> psycopg.Connection:
-    return psycopg.connect(url_of(connection.settings_dict))
 
 
 def artifact_insert(conn: psycopg.Connection, like: DerivedArtifact, vector: np.ndarray) -> int:
@@ -106,7 +102,7 @@ def test_an_existing_stores_vectors_are_in_the_index_the_migration_builds(tenant
 def test_artifacts_are_written_while_the_index_builds(tenant, chat, leaves):
     like = DerivedArtifact.objects.get(lineage__source_id=record(tenant, chat, content="crane invoice").pk)
     sql(f"DROP INDEX {MIGRATION.INDEX}")
-    with raw_connection() as earlier, raw_connection() as later:
+    with other_connection() as earlier, other_connection() as later:
         earlier.execute("SET lock_timeout = '10s'")
         before = artifact_insert(earlier, like, unit(1))  # its transaction stays open: the build waits for it
         thread, errors = build_behind(earlier)
@@ -129,7 +125,7 @@ def test_a_build_cut_short_is_built_again_when_the_migration_runs_again(tenant, 
     MigrationExecutor(connection).migrate(BEFORE)
     for statement in MIGRATION.PG_COLUMN:  # the migration's first step went through...
         sql(statement)
-    with raw_connection() as writer:
+    with other_connection() as writer:
         artifact_insert(writer, like, unit(3))
         thread, errors = build_behind(writer)
         sql("SELECT pg_cancel_backend(pid) FROM pg_stat_progress_create_index WHERE phase = %s "

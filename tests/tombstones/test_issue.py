@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from tests.conftest import other_connection
 from tombstones.dsse import PAYLOAD_TYPE, pae
 from tombstones.errors import TombstoneError
 from tombstones.jwk import thumbprint
@@ -332,7 +333,7 @@ def test_a_tenant_cannot_be_deleted_while_a_tombstone_naming_it_is_being_issued(
     transaction ends: a DELETE from another connection waits, where it would otherwise pass the trigger (which
     cannot see the uncommitted tombstone) and leave the tombstone naming nothing."""
     tenant = TenantFactory()
-    other = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+    other = other_connection(autocommit=True)
     try:
         with transaction.atomic():
             tombstone_make(tenant)
