@@ -141,7 +141,7 @@ def _unaltered_or_redacted(was: tuple, now: tuple) -> bool:
 
 
 def test_the_whole_attack_list_as_the_application_role_destroys_or_alters_nothing_protected(estate, mailoutbox):
-    agent, legal, ids, connect = estate["agent"], estate["legal"], estate["ids"], estate["connect"]
+    agent, ids, connect = estate["agent"], estate["ids"], estate["connect"]
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)")
         assert cursor.fetchone() == (APP_ROLE, False)

@@ -46,6 +46,8 @@ import warnings
 
 from django.db import migrations, transaction
 
+from memory.migrations import _concurrently as concurrently
+
 DIM = 256
 COLUMN = "embedding"
 INDEX = "memory_artifact_embedding_hnsw_idx"
@@ -54,7 +56,7 @@ HNSW_EF_CONSTRUCTION = 128
 
 # float32 little-endian words to a vector: sign, exponent and mantissa of each word, subnormals included,
 # exactly (a float8 holds every float32; the real[] cast is then exact). IMMUTABLE: a generated column's.
-DECODE = f"""
+DECODE = """
 CREATE OR REPLACE FUNCTION memory_vector_of(b bytea) RETURNS vector
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
 SELECT array_agg(
@@ -102,21 +104,13 @@ def forward(apps, schema_editor) -> None:
 
 def index_valid(connection) -> bool | None:
     """Whether the HNSW index is valid (False: left invalid by a build cut short), None when there is none."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [INDEX])
-        found = cursor.fetchone()
-    return found[0] if found else None
+    return concurrently.index_valid(connection, INDEX)
 
 
 def index_build(schema_editor) -> None:
     """The HNSW index, built CONCURRENTLY (outside any transaction: this migration is not atomic); an invalid
     one, left by a build cut short, is dropped first."""
-    valid = index_valid(schema_editor.connection)
-    if valid:
-        return
-    if valid is False:
-        schema_editor.execute(f"DROP INDEX CONCURRENTLY {INDEX}", params=None)
-    schema_editor.execute(PG_INDEX, params=None)
+    concurrently.index_build(schema_editor, INDEX, PG_INDEX)
 
 
 def backward(apps, schema_editor) -> None:

@@ -5,9 +5,6 @@ runs again. PostgreSQL with pgvector only (SQLite has no index: README)."""
 from __future__ import annotations
 
 import importlib
-import threading
-import time
-
 import numpy as np
 import psycopg
 import pytest
@@ -17,6 +14,7 @@ from django.db.migrations.executor import MigrationExecutor
 from memory import selectors
 from memory.models import DerivedArtifact
 from tests.conftest import other_connection
+from tests.memory.concurrent_build import build_behind, build_cancel
 from tests.factories import record
 from tests.memory.test_similarity_index import graph_nearest, sql
 
@@ -24,7 +22,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 MIGRATION = importlib.import_module("memory.migrations.0016_similarity_hnsw_index")
 BEFORE = [("memory", "0015_subject_ref_search_index")]
-WAITING = "waiting for writers before build"
 
 
 @pytest.fixture(autouse=True)
@@ -60,30 +57,6 @@ def unit(seed: int) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
-def build_behind(writer: psycopg.Connection) -> tuple[threading.Thread, list]:
-    """The migration's index build in a thread of its own, once it waits for `writer`'s open transaction (as a
-    CONCURRENTLY build waits for the writes begun before it); the thread's error, if any, in the list."""
-    errors: list[BaseException] = []
-
-    def build():
-        try:
-            with connection.schema_editor(atomic=False) as editor:
-                MIGRATION.index_build(editor)
-        except BaseException as error:  # noqa: BLE001 - reported to the test
-            errors.append(error)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=build)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not sql("SELECT 1 FROM pg_stat_progress_create_index WHERE phase = %s "
-                  "AND datname = current_database()", [WAITING]):
-        assert thread.is_alive() and time.monotonic() < deadline, f"the build never waited: {errors}"
-        time.sleep(0.05)
-    return thread, errors
-
-
 def test_an_existing_stores_vectors_are_in_the_index_the_migration_builds(tenant, chat, leaves):
     written = [record(tenant, chat, content=f"note {i}: harbour crane {i} invoice") for i in range(30)]
     vectors = {a.pk: bytes(a.vector) for a in DerivedArtifact.objects.filter(kind="embedding")}
@@ -105,7 +78,7 @@ def test_artifacts_are_written_while_the_index_builds(tenant, chat, leaves):
     with other_connection() as earlier, other_connection() as later:
         earlier.execute("SET lock_timeout = '10s'")
         before = artifact_insert(earlier, like, unit(1))  # its transaction stays open: the build waits for it
-        thread, errors = build_behind(earlier)
+        thread, errors = build_behind(earlier, MIGRATION.index_build)
         try:
             later.execute("SET lock_timeout = '3s'")  # a plain CREATE INDEX would hold this write until it ends
             during = artifact_insert(later, like, unit(2))
@@ -127,9 +100,8 @@ def test_a_build_cut_short_is_built_again_when_the_migration_runs_again(tenant, 
         sql(statement)
     with other_connection() as writer:
         artifact_insert(writer, like, unit(3))
-        thread, errors = build_behind(writer)
-        sql("SELECT pg_cancel_backend(pid) FROM pg_stat_progress_create_index WHERE phase = %s "
-            "AND datname = current_database()", [WAITING])
+        thread, errors = build_behind(writer, MIGRATION.index_build)
+        build_cancel()
         thread.join(timeout=30)
         writer.commit()
     assert errors and isinstance(errors[0].__cause__, psycopg.errors.QueryCanceled)  # ...and its build did not
