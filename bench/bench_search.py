@@ -22,7 +22,10 @@ With --topics T, content has topics, as a person's memories do (their people, pr
 about topic N mod T (with T a multiple of 100, a topic's records share a scope), and each of its words is, with
 probability 0.6, one of its topic's 300 words (drawn with the same law among them) instead of one from the
 whole vocabulary; by default (0) every word is drawn from the whole vocabulary, independently: no two records
-are related but by chance, the hardest case for an approximate index.
+are related but by chance, the hardest case for an approximate index. With --corpus FILE, each record's content
+is instead a line of FILE, in order (the measured tenant's first, then each noise tenant's): real prose, from
+bench/corpus_debian.py. --embedder sets the service's embedder for the run (LEDGER_EMBEDDER), e.g. the semantic
+memory.embedding.WordLlamaEmbedder; a store is reused only with the content and embedder it was built with.
 
 Measured, each over --queries queries after a warm-up pass on other queries (p50 / p99, in ms):
   fetch by id:     `record_read` (selector); GET /api/v1/memory/records/<id> (Django's test Client, in process,
@@ -40,7 +43,8 @@ Measured, each over --queries queries after a warm-up pass on other queries (p50
   similarity:      `records_similar(limit=10)`; GET /api/v1/memory/search?mode=similar&q=...; raw: the selector's
                    HNSW statement alone (`ORDER BY embedding <=> %s LIMIT 20` with its `SET LOCAL`s, its query
                    vector made beforehand) on its own psycopg connection. Queries: 8 words of a random record's
-                   content (50%), 3 of them (30%), 1 (20%). recall@10: of the raw statement's 10 nearest, the
+                   content (50%), 3 of them (30%), 1 (20%); from a corpus's record, 8, 3 or 1 consecutive words
+                   (a phrase of it), and its longest word stands for its rarest in the keyword queries. recall@10: of the raw statement's 10 nearest, the
                    share within the exact 10 nearest of the tenant's live embeddings (NumPy over all of them;
                    a tie with the 10th counts);
   write path:      --writes records through POST /api/v1/memory/records, one at a time (records/s); then
@@ -52,6 +56,7 @@ import argparse
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -78,6 +83,8 @@ VOCABULARY = len(SYLLABLES) ** 3
 TOPIC_WORDS = 300
 TOPIC_SHARE = 0.6
 GOALS = {"p50": 20.0, "p99": 100.0, "api_overhead": 5.0}
+HASHING = "memory.embedding.HashingEmbedder"
+_WORDS = r"\w+"  # a corpus record's words, for its queries (memory.embedding's)
 
 
 def _args() -> argparse.Namespace:
@@ -98,6 +105,12 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--build-only", action="store_true", help="build the store and stop")
     parser.add_argument("--topics", type=int, default=0,
                         help="topics of the content (0: every word drawn from the whole vocabulary; see above)")
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="a text file, one record's content a line (bench/corpus_debian.py makes one of real "
+                             "prose): the records' content instead of drawn words")
+    parser.add_argument("--embedder", default=HASHING,
+                        help="the service's embedder for this run (LEDGER_EMBEDDER), e.g. "
+                             "memory.embedding.WordLlamaEmbedder (the `semantic` extra)")
     parser.add_argument("--seed", type=int, default=20)
     return parser.parse_args()
 
@@ -158,13 +171,16 @@ def _fetch(statement: str, params=None) -> list[tuple]:
         return cursor.fetchall()
 
 
-_SHAPE = ["records", "noise_tenants", "noise_records", "embeddings", "noise_embeddings", "seed", "topics"]
+# A store built before an option existed has no column for it: it was built with the option's default.
+_SHAPE = {"records": None, "noise_tenants": None, "noise_records": None, "embeddings": None,
+          "noise_embeddings": None, "seed": None, "topics": 0, "corpus": "", "embedder": HASHING}
 
 
 def _shape(args) -> dict:
     return {"records": args.records, "noise_tenants": args.noise_tenants, "noise_records": args.noise_records,
             "embeddings": args.embeddings, "noise_embeddings": args.noise_embeddings, "seed": args.seed,
-            "topics": args.topics}
+            "topics": args.topics, "corpus": str(args.corpus.resolve()) if args.corpus else "",
+            "embedder": args.embedder}
 
 
 def _store_built(args) -> bool:
@@ -172,8 +188,8 @@ def _store_built(args) -> bool:
     if not found:
         return False
     rows = _fetch("SELECT to_jsonb(m)::text FROM bench_search_meta m")
-    # A store built before --topics existed has no such column: its words were drawn without topics.
-    return bool(rows) and {key: json.loads(rows[0][0]).get(key, 0) for key in _SHAPE} == _shape(args)
+    return bool(rows) and {key: json.loads(rows[0][0]).get(key, default)
+                           for key, default in _SHAPE.items()} == _shape(args)
 
 
 def _records_insert(tenant_id: int, class_id: int, records: int, topics: int) -> None:
@@ -206,6 +222,35 @@ def _records_insert(tenant_id: int, class_id: int, records: int, topics: int) ->
     """, {"tenant": tenant_id, "class": class_id, "records": records})
 
 
+def _corpus_load(path: Path, needed: int) -> None:
+    """The corpus's first `needed` lines into `bench_corpus (n, content)`, n from 1, by COPY."""
+    from django.db import connection
+
+    with path.open(encoding="utf-8") as lines:
+        texts = [line.rstrip("\n") for line, _ in zip(lines, range(needed))]
+    if len(texts) < needed:
+        sys.exit(f"bench_search: {path} has {len(texts):,} lines; the store needs {needed:,} (one a record)")
+    _sql("CREATE TEMP TABLE IF NOT EXISTS bench_corpus (n bigint PRIMARY KEY, content text)")
+    with connection.cursor() as cursor, cursor.cursor.copy("COPY bench_corpus (n, content) FROM STDIN") as copy:
+        for n, text in enumerate(texts, 1):
+            copy.write_row((n, text))
+
+
+def _corpus_records_insert(tenant_id: int, class_id: int, records: int, first: int) -> None:
+    """`records` rows for a tenant whose content is the corpus's lines from `first` on, over its SCOPES scopes."""
+    _sql(f"""
+        WITH p AS (SELECT array_agg(id ORDER BY id) AS ids FROM memory_scope WHERE tenant_id = %(tenant)s)
+        INSERT INTO memory_record (tenant_id, scope_id, subject_id, content_class_id, content, commitment, salt,
+                                   tier, created_at, forgotten_at, redacted_at, erasure_pending, forget_event_id,
+                                   retained_until, held, lock_protects_content)
+        SELECT %(tenant)s, p.ids[1 + g %% {SCOPES}], NULL, %(class)s, c.content,
+               md5(g || 'c') || md5(g || 'k'), md5(g || 's'), 'hot', now() - (g %% 720) * interval '1 hour',
+               NULL, NULL, false, NULL, NULL, false, false
+        FROM generate_series(1, %(records)s) g JOIN bench_corpus c ON c.n = g + %(offset)s, p
+        ORDER BY g
+    """, {"tenant": tenant_id, "class": class_id, "records": records, "offset": first - 1})
+
+
 def _store_build(args) -> None:
     from django.db import connection, transaction
 
@@ -217,6 +262,9 @@ def _store_build(args) -> None:
     _sql("SELECT setseed(%s)", [args.seed / 1000])
     index_sql = _fetch("SELECT indexdef FROM pg_indexes WHERE indexname = 'memory_record_content_search_idx'")[0][0]
     _sql("DROP INDEX memory_record_content_search_idx")
+    if args.corpus:
+        _corpus_load(args.corpus, args.records + args.noise_tenants * args.noise_records)
+    first = 1
     for name in names:
         tenant = tenant_get_or_create(name=name)
         chat = content_class_create(tenant=tenant, name="chat", actor="bench")
@@ -227,8 +275,12 @@ def _store_build(args) -> None:
                  "SELECT %s, NULL, 'user:' || g, 1, now() FROM generate_series(1, %s) g", [tenant.pk, SCOPES])
             _sql("INSERT INTO memory_scopeclosure (ancestor_id, descendant_id, depth) "
                  "SELECT id, id, 0 FROM memory_scope WHERE tenant_id = %s", [tenant.pk])
-            _records_insert(tenant.pk, chat.pk, args.records if name == TENANT else args.noise_records,
-                            args.topics)
+            count = args.records if name == TENANT else args.noise_records
+            if args.corpus:
+                _corpus_records_insert(tenant.pk, chat.pk, count, first)
+                first += count
+            else:
+                _records_insert(tenant.pk, chat.pk, count, args.topics)
         print(f"  {name}: written at {time.perf_counter() - started:.0f} s", flush=True)
     _sql("SET maintenance_work_mem = '512MB'")
     _sql(index_sql)
@@ -250,11 +302,11 @@ def _store_build(args) -> None:
             cursor.execute(f"VACUUM ANALYZE {table}")
     seconds = time.perf_counter() - started
     _sql("CREATE TABLE bench_search_meta (records bigint, noise_tenants int, noise_records bigint, "
-         "embeddings bigint, noise_embeddings bigint, seed int, topics int, built_seconds float, "
-         "built_at timestamptz DEFAULT now())")
-    _sql("INSERT INTO bench_search_meta VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-         [args.records, args.noise_tenants, args.noise_records, args.embeddings, args.noise_embeddings, args.seed,
-          args.topics, seconds])
+         "embeddings bigint, noise_embeddings bigint, seed int, topics int, corpus text, embedder text, "
+         "built_seconds float, built_at timestamptz DEFAULT now())")
+    shape = _shape(args)
+    _sql("INSERT INTO bench_search_meta VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+         [shape[key] for key in _SHAPE] + [seconds])
     total = args.records + args.noise_tenants * args.noise_records
     print(f"built the store: {total:,} records ({args.records:,} in {TENANT!r}) in {seconds:.0f} s", flush=True)
 
@@ -370,21 +422,25 @@ def _rank(word: str) -> int:
     return 1 + sum(d * len(SYLLABLES) ** i for i, d in enumerate(digits))
 
 
-def _queries(rng: random.Random, tenant_id: int, count: int) -> list[tuple[str, str]]:
+def _queries(rng: random.Random, tenant_id: int, count: int, corpus: bool) -> list[tuple[str, str]]:
     """(kind, q) pairs drawn from random records of the tenant (see the module docstring)."""
     low, high = _fetch("SELECT min(id), max(id) FROM memory_record WHERE tenant_id = %s", [tenant_id])[0]
     ids = rng.sample(range(low, high + 1), count)
     contents = dict(_fetch("SELECT id, content FROM memory_record WHERE id = ANY(%s)", [ids]))
     queries = []
     for pk in ids:
-        words = contents[pk].split(": ", 1)[1].split()
+        content = contents[pk]
+        words = re.findall(_WORDS, content) if corpus else content.split(": ", 1)[1].split()
+        if not words:
+            words = ["empty"]
         roll = rng.random()
         if roll < 0.3:
-            queries.append(("rare word", max(words, key=_rank)))
+            # A corpus's word ranks are unknown here: its longest word stands for its most specific.
+            queries.append(("rare word", max(words, key=len if corpus else _rank)))
         elif roll < 0.5:
             queries.append(("any word", rng.choice(words)))
         elif roll < 0.75:
-            queries.append(("two words", " ".join(rng.sample(words, 2))))
+            queries.append(("two words", " ".join(rng.sample(words, min(2, len(words))))))
         elif roll < 0.9:
             queries.append(("prefix", rng.choice(words)[:4]))
         else:
@@ -392,17 +448,22 @@ def _queries(rng: random.Random, tenant_id: int, count: int) -> list[tuple[str, 
     return queries
 
 
-def _similar_queries(rng: random.Random, tenant_id: int, count: int) -> list[str]:
+def _similar_queries(rng: random.Random, tenant_id: int, count: int, corpus: bool) -> list[str]:
     """Texts drawn from random records of the tenant (see the module docstring)."""
     low, high = _fetch("SELECT min(id), max(id) FROM memory_record WHERE tenant_id = %s", [tenant_id])[0]
     ids = rng.sample(range(low, high + 1), count)
     contents = dict(_fetch("SELECT id, content FROM memory_record WHERE id = ANY(%s)", [ids]))
     queries = []
     for pk in ids:
-        words = contents[pk].split(": ", 1)[1].split()
+        content = contents[pk]
         roll = rng.random()
         take = 8 if roll < 0.5 else 3 if roll < 0.8 else 1
-        queries.append(" ".join(rng.sample(words, take)))
+        if corpus:  # a phrase of the record, its words in their order (as one recalls a memory by)
+            words = re.findall(_WORDS, content) or ["empty"]
+            start = rng.randrange(max(1, len(words) - take + 1))
+            queries.append(" ".join(words[start:start + take]))
+        else:
+            queries.append(" ".join(rng.sample(content.split(": ", 1)[1].split(), take)))
     return queries
 
 
@@ -442,6 +503,10 @@ def main() -> None:
         sys.exit("bench_search: --queries must be at least 200 (a p99 needs them)")
     if args.topics < 0:
         sys.exit("bench_search: --topics must be 0 (no topics) or more")
+    if args.corpus and args.topics:
+        sys.exit("bench_search: --corpus and --topics are two kinds of content; give one")
+    if args.corpus and not args.corpus.is_file():
+        sys.exit(f"bench_search: no corpus at {args.corpus} (bench/corpus_debian.py makes one)")
     if args.embeddings is None:
         args.embeddings = args.records
     url = os.environ.get("DATABASE_URL")
@@ -450,6 +515,7 @@ def main() -> None:
 
         url = database_url(ROOT / "var" / "bench", name=DEFAULT_NAME, settings=SERVER_SETTINGS)
     os.environ["DATABASE_URL"] = url
+    os.environ["LEDGER_EMBEDDER"] = args.embedder
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-any-deployment")  # DATABASE_URL is set
     os.environ.setdefault("LEDGER_SIGNING_PASSPHRASE", "bench-only-signing-passphrase")
@@ -488,10 +554,12 @@ def measure(args, url: str) -> None:
     print(f"PostgreSQL {version}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
           f"{total:,} records, {args.records:,} in the measured tenant; {args.queries} queries per path; "
           f"ranking the {args.ranked or selectors.KEYWORD_RANKED:,} newest matches; content: "
-          + (f"{args.topics} topics" if args.topics else "words drawn independently"))
+          + (f"the corpus {args.corpus}" if args.corpus else f"{args.topics} topics" if args.topics
+             else "words drawn independently") + f"; embedder {settings.LEDGER_EMBEDDER}")
 
     rng = random.Random(args.seed)
-    warm, queries = _queries(rng, tenant.pk, args.queries), _queries(rng, tenant.pk, args.queries)
+    corpus = args.corpus is not None
+    warm, queries = _queries(rng, tenant.pk, args.queries, corpus), _queries(rng, tenant.pk, args.queries, corpus)
     low, high = _fetch("SELECT min(id), max(id) FROM memory_record WHERE tenant_id = %s", [tenant.pk])[0]
     fetch_ids = [rng.randrange(low, high + 1) for _ in range(args.queries)]
     _, key = token_issue(tenant_name=TENANT, role="agent")
@@ -536,8 +604,8 @@ def measure(args, url: str) -> None:
     from memory.embedding import embedder
 
     model = embedder()
-    similar_warm, similar = _similar_queries(rng, tenant.pk, args.queries), _similar_queries(rng, tenant.pk,
-                                                                                            args.queries)
+    similar_warm = _similar_queries(rng, tenant.pk, args.queries, corpus)
+    similar = _similar_queries(rng, tenant.pk, args.queries, corpus)
     vectors = {q: model.embed([q])[0] for q in similar_warm + similar}
     texts = {q: selectors._vector_text(v) for q, v in vectors.items()}
     if not selectors._hnsw_index():
@@ -614,7 +682,7 @@ def measure(args, url: str) -> None:
           f"{sum(r == 1.0 for r in recalls)} of {len(recalls)} queries at 1.0)")
     by_words: dict[int, list[float]] = {}
     for q, recall in zip(similar, recalls):
-        by_words.setdefault(len(q.split()), []).append(recall)
+        by_words.setdefault(min(len(q.split()), 8), []).append(recall)
     print("recall@10 by words in the query: " + ", ".join(
         f"{n}: {statistics.mean(r):.3f} (n={len(r)})" for n, r in sorted(by_words.items())))
     print("raw HNSW statement by hnsw.ef_search (the selector's is "

@@ -2,14 +2,18 @@
 
 The default, `HashingEmbedder`, needs no download: feature hashing of word unigrams and character
 trigrams into a fixed number of dimensions, signed, L2-normalized. It is a real vector space (texts
-sharing words and spellings are close), not a semantic model; a deployment that wants one sets
-LEDGER_EMBEDDER to a class with the same `dim` and `embed()`.
+sharing words and spellings are close), not a semantic model.
+
+`WordLlamaEmbedder` is one (the `semantic` extra): texts with the same meaning in other words are close. A
+deployment sets LEDGER_EMBEDDER to either, or to a class of its own with a `dim` and an `embed()`, before the
+first embedding is written: vectors of two embedders are not comparable, and nothing re-embeds a store.
 """
 from __future__ import annotations
 
 import hashlib
 import re
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from django.conf import settings
@@ -40,6 +44,28 @@ class HashingEmbedder:
         for w in words:
             padded = f"^{w}$"
             yield from (f"c:{padded[i:i + 3]}" for i in range(len(padded) - 2))
+
+
+class WordLlamaEmbedder:
+    """WordLlama's `l2_supercat` model: token embeddings distilled from Llama 2's, averaged over a text's tokens
+    and L2-normalized; 256 dimensions, as the similarity index's column (memory 0016). Its weights (16 MB) and
+    tokenizer ship inside the `wordllama` wheel, so it loads offline: no model hub is reached, at install or at
+    first use. The library's loader looks for the tokenizer in its cache directory, not its package (0.4), so
+    it is pointed at the package's own directory, downloads off."""
+
+    dim = 256
+
+    def __init__(self):
+        import wordllama
+
+        self._model = wordllama.WordLlama.load(config="l2_supercat", dim=self.dim,
+                                               cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        vectors = np.asarray(self._model.embed(list(texts), norm=False), dtype=np.float32).reshape(-1, self.dim)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        # A text with no token (empty) has the zero vector, as HashingEmbedder gives it: close to nothing.
+        return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,28 @@
+"""System checks of the memory app (`manage.py check`, and before `migrate`, `runserver`, `serve_embedded`): a
+misconfigured embedder stops the service at start, not at the first write that embeds."""
+from django.conf import settings
+from django.core.checks import Error, Warning, register
+
+from memory.embedding import embedder
+
+INDEX_DIM = 256  # the similarity index's column (memory 0016)
+
+
+@register()
+def embedder_check(app_configs=None, **kwargs) -> list:
+    try:
+        model = embedder()
+    except Exception as error:  # noqa: BLE001 - any failure to load is the finding
+        return [Error(f"LEDGER_EMBEDDER {settings.LEDGER_EMBEDDER!r} cannot be loaded: {error!r}",
+                      hint="a dotted path to an importable class; memory.embedding.WordLlamaEmbedder needs "
+                           "the `semantic` extra: pip install -e '.[semantic]'",
+                      id="memory.E001")]
+    dim = getattr(model, "dim", None)
+    if not isinstance(dim, int) or dim < 1 or not callable(getattr(model, "embed", None)):
+        return [Error(f"LEDGER_EMBEDDER {settings.LEDGER_EMBEDDER!r} has no whole `dim` and `embed()`",
+                      id="memory.E002")]
+    if dim != INDEX_DIM:
+        return [Warning(f"LEDGER_EMBEDDER makes {dim}-dimensional vectors; the similarity index holds "
+                        f"{INDEX_DIM}: every similarity search scans exactly (README, 'Similarity search')",
+                        id="memory.W001")]
+    return []
