@@ -442,7 +442,7 @@ def _queries(rng: random.Random, tenant_id: int, count: int, corpus: bool) -> li
         elif roll < 0.75:
             queries.append(("two words", " ".join(rng.sample(words, min(2, len(words))))))
         elif roll < 0.9:
-            queries.append(("prefix", rng.choice(words)[:4]))
+            queries.append(("prefix", rng.choice([w for w in words if len(w) >= 4] or words)[:4]))
         else:
             queries.append(("no match", f"qq{rng.randrange(10**6)}zz"))
     return queries
@@ -677,7 +677,7 @@ def measure(args, url: str) -> None:
     embeddings = _fetch("SELECT count(*) FROM memory_derivedartifact WHERE tenant_id = %s AND embedding IS NOT NULL",
                         [tenant.pk])[0][0]
     print(f"similarity over {embeddings:,} live embeddings of the tenant (HNSW m={_hnsw_option('m')}, "
-          f"ef_construction={_hnsw_option('ef_construction')}; ef_search={settings.LEDGER_HNSW_EF_SEARCH}, iterative "
+          f"ef_construction={_hnsw_option('ef_construction')}; ef_search={selectors.hnsw_ef_search()}, iterative "
           f"scan relaxed_order): recall@10 {statistics.mean(recalls):.3f} (min {min(recalls):.1f}, "
           f"{sum(r == 1.0 for r in recalls)} of {len(recalls)} queries at 1.0)")
     by_words: dict[int, list[float]] = {}
@@ -686,7 +686,7 @@ def measure(args, url: str) -> None:
     print("recall@10 by words in the query: " + ", ".join(
         f"{n}: {statistics.mean(r):.3f} (n={len(r)})" for n, r in sorted(by_words.items())))
     print("raw HNSW statement by hnsw.ef_search (the selector's is "
-          f"{settings.LEDGER_HNSW_EF_SEARCH}): ef_search, p50 / p99 ms, recall@10")
+          f"{selectors.hnsw_ef_search()}): ef_search, p50 / p99 ms, recall@10")
     for ef in args.ef_sweep:
         settings_sql = selectors.hnsw_settings_sql(ef)
 

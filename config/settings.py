@@ -232,15 +232,14 @@ CELERY_DB_REUSE_MAX = env.int("LEDGER_WORKER_DB_REUSE_MAX", default=1000)
 
 # The embedder that turns content into vectors for similarity search (dotted path to a class).
 LEDGER_EMBEDDER = env.str("LEDGER_EMBEDDER", default="memory.embedding.HashingEmbedder")
-# Candidates the HNSW similarity index keeps per search (pgvector's `hnsw.ef_search`, 1-1000). With the default
-# embedder, recall@10 at 800 is 0.96 over 200,000 vectors and 0.91 over 1,000,000 (bench/README.md,
-# "bench_search.py"); an embedder whose vectors cluster (a semantic model) needs far fewer for the same recall,
-# and a search costs about linearly in it.
-_ef_search = env.str("LEDGER_HNSW_EF_SEARCH", default="800").strip()
-if not (_ef_search.isdecimal() and 1 <= int(_ef_search) <= 1000):
+# Candidates the HNSW similarity index keeps per search (pgvector's `hnsw.ef_search`, 1-1000); unset (None), the
+# embedder's own `hnsw_ef_search`: what its vectors need for recall@10 >= 0.95 at 1,000,000 as measured
+# (memory.embedding; bench/README.md, "bench_search.py"). A search costs about linearly in it.
+_ef_search = env.str("LEDGER_HNSW_EF_SEARCH", default="").strip()
+if _ef_search and not (_ef_search.isdecimal() and 1 <= int(_ef_search) <= 1000):
     raise ImproperlyConfigured(f"LEDGER_HNSW_EF_SEARCH must be a whole number from 1 to 1000 (pgvector's range), "
                                f"not {_ef_search!r}.")
-LEDGER_HNSW_EF_SEARCH = int(_ef_search)
+LEDGER_HNSW_EF_SEARCH = int(_ef_search) if _ef_search else None
 # A hidden record with no lock has its content purged by compaction within this many days.
 LEDGER_COMPACTION_GRACE_DAYS = env.int("LEDGER_COMPACTION_GRACE_DAYS", default=30)
 # Days another agent has to acknowledge forgetting its copy (then the copy is a reported gap).

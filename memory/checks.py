@@ -21,6 +21,10 @@ def embedder_check(app_configs=None, **kwargs) -> list:
     if not isinstance(dim, int) or dim < 1 or not callable(getattr(model, "embed", None)):
         return [Error(f"LEDGER_EMBEDDER {settings.LEDGER_EMBEDDER!r} has no whole `dim` and `embed()`",
                       id="memory.E002")]
+    ef_search = getattr(model, "hnsw_ef_search", None)
+    if ef_search is not None and not (isinstance(ef_search, int) and 1 <= ef_search <= 1000):
+        return [Error(f"LEDGER_EMBEDDER {settings.LEDGER_EMBEDDER!r} has an hnsw_ef_search of {ef_search!r}; "
+                      "pgvector takes a whole number from 1 to 1000", id="memory.E003")]
     if dim != INDEX_DIM:
         return [Warning(f"LEDGER_EMBEDDER makes {dim}-dimensional vectors; the similarity index holds "
                         f"{INDEX_DIM}: every similarity search scans exactly (README, 'Similarity search')",

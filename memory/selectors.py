@@ -249,15 +249,23 @@ def _embedding_index(tenant: Tenant) -> QuerySet:
 # The HNSW index (memory 0016): `memory_derivedartifact.embedding`, the live embeddings' vectors, NULL for every
 # other row (forgotten, redacted, deleted rows are not in it), on PostgreSQL with pgvector.
 HNSW_DIM = 256
-# Candidates the graph search keeps: settings.LEDGER_HNSW_EF_SEARCH (default 800; pgvector's own default is 40).
-# With m=32, ef_construction=128 and the default embedder, recall@10 against the exact scan at 800 is 0.96 over
-# the bench's 200,000 embeddings and 0.91 over 1,000,000 (bench/README.md, "bench_search.py"). The iterative
+DEFAULT_HNSW_EF_SEARCH = 800  # for an embedder that does not say (the default embedder's)
+# Candidates the graph search keeps: settings.LEDGER_HNSW_EF_SEARCH, or else the embedder's `hnsw_ef_search`
+# (800 for the default embedder, 100 for the semantic one; pgvector's own default is 40): with m=32 and
+# ef_construction=128, recall@10 against the exact scan at 1,000,000 embeddings is 0.91 for the default
+# embedder on the bench's generated words, 0.97 for the semantic one on real prose (bench/README.md). The iterative
 # scan (pgvector 0.8) goes on past them while the tenant's filter has thrown too many away, up to
 # `hnsw.max_scan_tuples` (20,000 by default) index tuples: a tenant whose rows are fewer than 1 in 2,000 of the
 # nearest can come back with fewer than k.
+def hnsw_ef_search() -> int:
+    """The `hnsw.ef_search` of a search: LEDGER_HNSW_EF_SEARCH if set, else the embedder's own."""
+    return settings.LEDGER_HNSW_EF_SEARCH or getattr(embedder(), "hnsw_ef_search", DEFAULT_HNSW_EF_SEARCH)
+
+
 def hnsw_settings_sql(ef_search: int | None = None) -> str:
-    """The `SET LOCAL`s of one HNSW search (in its transaction): `ef_search`, by default the setting's."""
-    ef_search = int(settings.LEDGER_HNSW_EF_SEARCH if ef_search is None else ef_search)
+    """The `SET LOCAL`s of one HNSW search (in its transaction): `ef_search`, by default the setting's, or else
+    the embedder's."""
+    ef_search = int(ef_search or hnsw_ef_search())
     return f"SET LOCAL hnsw.ef_search = {ef_search}; SET LOCAL hnsw.iterative_scan = relaxed_order"
 
 

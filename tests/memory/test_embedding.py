@@ -89,10 +89,16 @@ class _Small(_NoDim):
     dim = 3
 
 
+class _Greedy(_NoDim):
+    dim = 256
+    hnsw_ef_search = 5000
+
+
 @pytest.mark.parametrize(("dotted", "code"), [
     ("memory.embedding.NoSuchEmbedder", "memory.E001"),
     ("tests.memory.test_embedding._NoDim", "memory.E002"),
     ("tests.memory.test_embedding._Small", "memory.W001"),
+    ("tests.memory.test_embedding._Greedy", "memory.E003"),
 ])
 def test_a_misconfigured_embedder_is_reported_at_start_not_at_the_first_write(settings, dotted, code):
     settings.LEDGER_EMBEDDER = dotted

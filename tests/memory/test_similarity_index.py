@@ -133,7 +133,7 @@ def test_a_vector_still_in_the_index_is_a_gap_confirm_erasure_names(tenant, chat
 
 def test_a_filtered_search_still_returns_k_when_the_nearest_belong_to_another_tenant(tenant, chat, other_tenant):
     """2,000 of another tenant's vectors are nearer to the query than any of this tenant's: more than ef_search
-    (settings.LEDGER_HNSW_EF_SEARCH, 800 by default) keeps, so without pgvector's iterative scan the tenant's
+    (the default embedder's, 800) keeps, so without pgvector's iterative scan the tenant's
     filter would leave nothing."""
     mine = [record(tenant, chat, content=f"falcon notes {word}", subject=f"s{i}")
             for i, word in enumerate("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split())]
@@ -202,3 +202,22 @@ def test_the_search_keeps_as_many_candidates_as_the_setting_says(tenant, chat, s
         hits = records_similar(tenant=tenant, q="zebrafish launch code", limit=3)
     assert [h.record.pk for h in hits] == [target.pk]
     assert any("SET LOCAL hnsw.ef_search = 37;" in q["sql"] for q in queries.captured_queries), queries
+
+
+@pytest.mark.parametrize(("dotted", "ef_search"), [("memory.embedding.HashingEmbedder", 800),
+                                                   ("memory.embedding.WordLlamaEmbedder", 100)])
+def test_unset_the_search_keeps_as_many_candidates_as_its_embedder_needs(tenant, chat, settings, dotted, ef_search):
+    """Each embedder's vectors need their own ef_search for the same recall (memory.embedding; bench/README.md)."""
+    from django.db import connection as default
+    from django.test.utils import CaptureQueriesContext
+
+    settings.LEDGER_HNSW_EF_SEARCH, settings.LEDGER_EMBEDDER = None, dotted
+    embedder.cache_clear()
+    try:
+        target = record(tenant, chat, content="zebrafish launch code", subject="a")
+        with CaptureQueriesContext(default) as queries:
+            hits = records_similar(tenant=tenant, q="zebrafish launch code", limit=3)
+    finally:
+        embedder.cache_clear()
+    assert [h.record.pk for h in hits] == [target.pk]
+    assert any(f"SET LOCAL hnsw.ef_search = {ef_search};" in q["sql"] for q in queries.captured_queries), queries
