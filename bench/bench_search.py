@@ -44,9 +44,9 @@ Measured, each over --queries queries after a warm-up pass on other queries (p50
                    HNSW statement alone (`ORDER BY embedding <=> %s LIMIT 20` with its `SET LOCAL`s, its query
                    vector made beforehand) on its own psycopg connection. Queries: 8 words of a random record's
                    content (50%), 3 of them (30%), 1 (20%); from a corpus's record, 8, 3 or 1 consecutive words
-                   (a phrase of it), and its longest word stands for its rarest in the keyword queries. recall@10: of the raw statement's 10 nearest, the
-                   share within the exact 10 nearest of the tenant's live embeddings (NumPy over all of them;
-                   a tie with the 10th counts);
+                   (a phrase of it), and its longest word stands for its rarest in the keyword queries.
+                   recall@10: of the raw statement's 10 nearest, the share within the exact 10 nearest of the
+                   tenant's live embeddings (NumPy over all of them; a tie with the 10th counts);
   write path:      --writes records through POST /api/v1/memory/records, one at a time (records/s); then
                    deleted again, so that --reuse finds the store as it was built.
 """

@@ -4,8 +4,7 @@ from django.conf import settings
 from django.core.checks import Error, Warning, register
 
 from memory.embedding import embedder
-
-INDEX_DIM = 256  # the similarity index's column (memory 0016)
+from memory.selectors import HNSW_DIM
 
 
 @register()
@@ -25,8 +24,8 @@ def embedder_check(app_configs=None, **kwargs) -> list:
     if ef_search is not None and not (isinstance(ef_search, int) and 1 <= ef_search <= 1000):
         return [Error(f"LEDGER_EMBEDDER {settings.LEDGER_EMBEDDER!r} has an hnsw_ef_search of {ef_search!r}; "
                       "pgvector takes a whole number from 1 to 1000", id="memory.E003")]
-    if dim != INDEX_DIM:
+    if dim != HNSW_DIM:
         return [Warning(f"LEDGER_EMBEDDER makes {dim}-dimensional vectors; the similarity index holds "
-                        f"{INDEX_DIM}: every similarity search scans exactly (README, 'Similarity search')",
+                        f"{HNSW_DIM}: every similarity search scans exactly (README, 'Similarity search')",
                         id="memory.W001")]
     return []
