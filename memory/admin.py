@@ -73,7 +73,7 @@ class RecordAdmin(admin.ModelAdmin):
     search_fields = ["=id"]
     search_help_text = "A record id, or a piece of a subject's reference (cust-100)."
     # Filters the indexes answer on a table of millions: forgotten (the partial index on forgotten_at), the
-    # content class (record_class_idx), the tenant (record_tenant_subject_idx). No date hierarchy: its
+    # content class (its foreign key's index), the tenant (record_tenant_subject_idx). No date hierarchy: its
     # year list is a DISTINCT over the whole table.
     list_filter = [("forgotten_at", admin.EmptyFieldListFilter), "content_class", "tenant"]
     show_full_result_count = False

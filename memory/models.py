@@ -121,8 +121,6 @@ class Record(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["tenant", "subject"], name="record_tenant_subject_idx"),
-            models.Index(fields=["scope"], name="record_scope_idx"),
-            models.Index(fields=["content_class"], name="record_class_idx"),
             # The sweeps' scan: hidden or redacted rows still at rest, in id order (a claim takes the next
             # N of them past its cursor: ORDER BY id LIMIT N, without walking the live rows in between).
             models.Index(fields=["id"], name="record_forgotten_id_idx", condition=Q(forgotten_at__isnull=False)),
