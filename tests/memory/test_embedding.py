@@ -18,12 +18,10 @@ SEMANTIC = "memory.embedding.WordLlamaEmbedder"
 
 
 @pytest.fixture
-def semantic(settings):
-    """The service's embedder is the semantic one for this test (read once per process: memory.embedding)."""
-    settings.LEDGER_EMBEDDER = SEMANTIC
-    embedder.cache_clear()
-    yield embedder()
-    embedder.cache_clear()
+def semantic(embedder_as):
+    """The service's embedder is the semantic one for this test."""
+    embedder_as(SEMANTIC)
+    return embedder()
 
 
 @pytest.fixture
@@ -100,31 +98,19 @@ class _Greedy(_NoDim):
     ("tests.memory.test_embedding._Small", "memory.W001"),
     ("tests.memory.test_embedding._Greedy", "memory.E003"),
 ])
-def test_a_misconfigured_embedder_is_reported_at_start_not_at_the_first_write(settings, dotted, code):
-    settings.LEDGER_EMBEDDER = dotted
-    embedder.cache_clear()
-    try:
-        assert [message.id for message in checks.embedder_check()] == [code]
-    finally:
-        embedder.cache_clear()
+def test_a_misconfigured_embedder_is_reported_at_start_not_at_the_first_write(embedder_as, dotted, code):
+    embedder_as(dotted)
+    assert [message.id for message in checks.embedder_check()] == [code]
 
 
-def test_an_embedder_whose_library_is_missing_names_the_extra(settings, monkeypatch):
+def test_an_embedder_whose_library_is_missing_names_the_extra(embedder_as, monkeypatch):
     monkeypatch.setitem(sys.modules, "wordllama", None)  # as if the `semantic` extra were not installed
-    settings.LEDGER_EMBEDDER = SEMANTIC
-    embedder.cache_clear()
-    try:
-        [message] = checks.embedder_check()
-    finally:
-        embedder.cache_clear()
+    embedder_as(SEMANTIC)
+    [message] = checks.embedder_check()
     assert message.id == "memory.E001" and "semantic" in message.hint and "wordllama" in message.msg
 
 
-def test_both_embedders_pass_the_check(settings):
+def test_both_embedders_pass_the_check(embedder_as):
     for dotted in ("memory.embedding.HashingEmbedder", SEMANTIC):
-        settings.LEDGER_EMBEDDER = dotted
-        embedder.cache_clear()
-        try:
-            assert checks.embedder_check() == []
-        finally:
-            embedder.cache_clear()
+        embedder_as(dotted)
+        assert checks.embedder_check() == []

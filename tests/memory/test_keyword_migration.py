@@ -29,14 +29,6 @@ def postgresql_only():
         pytest.skip("the tsvector index is PostgreSQL's")
 
 
-@pytest.fixture
-def leaves():
-    """The latest migrations, migrated back to at the end whatever the test left (the next tests need them)."""
-    targets = MigrationExecutor(connection).loader.graph.leaf_nodes()
-    yield targets
-    MigrationExecutor(connection).migrate(targets)
-
-
 def indexed(word: str) -> set[int]:
     """The readable records that hold a word starting with `word`, found through the GIN index itself."""
     statement = ("SELECT id FROM memory_record WHERE content_search @@ to_tsquery('simple', %s) "

@@ -206,18 +206,16 @@ def test_the_search_keeps_as_many_candidates_as_the_setting_says(tenant, chat, s
 
 @pytest.mark.parametrize(("dotted", "ef_search"), [("memory.embedding.HashingEmbedder", 800),
                                                    ("memory.embedding.WordLlamaEmbedder", 100)])
-def test_unset_the_search_keeps_as_many_candidates_as_its_embedder_needs(tenant, chat, settings, dotted, ef_search):
+def test_unset_the_search_keeps_as_many_candidates_as_its_embedder_needs(tenant, chat, settings, embedder_as, dotted,
+                                                                         ef_search):
     """Each embedder's vectors need their own ef_search for the same recall (memory.embedding; bench/README.md)."""
     from django.db import connection as default
     from django.test.utils import CaptureQueriesContext
 
-    settings.LEDGER_HNSW_EF_SEARCH, settings.LEDGER_EMBEDDER = None, dotted
-    embedder.cache_clear()
-    try:
-        target = record(tenant, chat, content="zebrafish launch code", subject="a")
-        with CaptureQueriesContext(default) as queries:
-            hits = records_similar(tenant=tenant, q="zebrafish launch code", limit=3)
-    finally:
-        embedder.cache_clear()
+    settings.LEDGER_HNSW_EF_SEARCH = None
+    embedder_as(dotted)
+    target = record(tenant, chat, content="zebrafish launch code", subject="a")
+    with CaptureQueriesContext(default) as queries:
+        hits = records_similar(tenant=tenant, q="zebrafish launch code", limit=3)
     assert [h.record.pk for h in hits] == [target.pk]
     assert any(f"SET LOCAL hnsw.ef_search = {ef_search};" in q["sql"] for q in queries.captured_queries), queries

@@ -30,16 +30,6 @@ def hnsw_only():
         pytest.skip("the HNSW index is pgvector's, on PostgreSQL")
 
 
-@pytest.fixture
-def leaves():
-    """The latest migrations, migrated back to at the end whatever the test left (the next tests need 0016)."""
-    executor = MigrationExecutor(connection)
-    targets = executor.loader.graph.leaf_nodes()
-    yield targets
-    MigrationExecutor(connection).migrate(targets)
-    selectors._HNSW_PRESENT.clear()
-
-
 def index_state() -> bool | None:
     return MIGRATION.index_valid(connection)
 
