@@ -362,9 +362,9 @@ def _embeddings_insert(tenant_id: int, count: int) -> None:
     database computes each row's index column, memory 0016)."""
     from django.db import connection, transaction
 
-    from memory.embedding import embedder, vector_to_bytes
+    from memory.embedding import embedder, embedder_identity, vector_to_bytes
 
-    model = embedder()
+    model, made_by = embedder(), embedder_identity()
     if type(model).__name__ == "HashingEmbedder":
         model = _WordSums(model)
     _sql("CREATE TEMP TABLE IF NOT EXISTS bench_vectors (record_id bigint, vector bytea)")
@@ -385,13 +385,14 @@ def _embeddings_insert(tenant_id: int, count: int) -> None:
             _sql("""
                 WITH s AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('memory_derivedartifact', 'id')) AS artifact_id, record_id, vector
                                         FROM bench_vectors),
-                     a AS (INSERT INTO memory_derivedartifact (id, tenant_id, scope_id, kind, content, vector, holder,
-                                                               created_at, forgotten_at, redacted_at, forget_event_id)
-                           SELECT s.artifact_id, r.tenant_id, r.scope_id, 'embedding', '', s.vector, '',
+                     a AS (INSERT INTO memory_derivedartifact (id, tenant_id, scope_id, kind, content, vector, embedder,
+                                                               holder, created_at, forgotten_at, redacted_at,
+                                                               forget_event_id)
+                           SELECT s.artifact_id, r.tenant_id, r.scope_id, 'embedding', '', s.vector, %s, '',
                                   r.created_at, NULL, NULL, NULL
                            FROM s JOIN memory_record r ON r.id = s.record_id)
                 INSERT INTO memory_lineage (artifact_id, source_id) SELECT artifact_id, record_id FROM s
-            """)
+            """, [made_by])
         after, count = rows[-1][0], count - len(rows)
 
 
@@ -601,9 +602,10 @@ def measure(args, url: str) -> None:
             raw.execute(raw_sql, {"tenant": tenant.pk, "query": tsqueries[q], "limit": 10}).fetchall()
 
     # Similarity: the selector's HNSW statement as the raw side, its query vectors made beforehand.
-    from memory.embedding import embedder
+    from memory.embedding import embedder, embedder_identity
 
     model = embedder()
+    made_by = embedder_identity()
     similar_warm = _similar_queries(rng, tenant.pk, args.queries, corpus)
     similar = _similar_queries(rng, tenant.pk, args.queries, corpus)
     vectors = {q: model.embed([q])[0] for q in similar_warm + similar}
@@ -621,12 +623,12 @@ def measure(args, url: str) -> None:
     def similar_raw(q):
         with raw.transaction():
             raw.execute(selectors.hnsw_settings_sql())
-            return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "limit": 20}).fetchall()
+            return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "embedder": made_by, "limit": 20}).fetchall()
 
     def similar_exact_sql(q):  # the same ORDER BY with the index off: what the graph saves
         with raw.transaction():
             raw.execute("SET LOCAL enable_indexscan = off")
-            raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "limit": 20}).fetchall()
+            raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "embedder": made_by, "limit": 20}).fetchall()
 
     results = {}
     for name, function, items, warm_items in [
@@ -666,7 +668,7 @@ def measure(args, url: str) -> None:
     met = sel50 < GOALS["p50"] and sel99 < GOALS["p99"]
     print(f"goal p50 < {GOALS['p50']:.0f} ms, p99 < {GOALS['p99']:.0f} ms: {'met' if met else 'NOT met'}")
 
-    plan = _fetch("EXPLAIN " + selectors._HNSW_SQL, {"q": texts[similar[0]], "tenant": tenant.pk, "limit": 20})
+    plan = _fetch("EXPLAIN " + selectors._HNSW_SQL, {"q": texts[similar[0]], "tenant": tenant.pk, "embedder": made_by, "limit": 20})
     print("\nsimilarity plan: " + " / ".join(row[0].strip().split(" '[")[0] for row in plan
                                              if "Scan" in row[0] or "Limit" in row[0]))
     exact = _exact(tenant.pk)
@@ -693,7 +695,7 @@ def measure(args, url: str) -> None:
         def swept(q, settings_sql=settings_sql):
             with raw.transaction():
                 raw.execute(settings_sql)
-                return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "limit": 20}).fetchall()
+                return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "embedder": made_by, "limit": 20}).fetchall()
 
         _timed(swept, similar_warm)
         times = _timed(swept, similar)

@@ -21,6 +21,6 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory store"
 
     def ready(self) -> None:
-        from memory import checks, lookups  # noqa: F401  (register the embedder's check, the `any_of` lookup)
+        from memory import checks, lookups  # noqa: F401  (register the checks, the `any_of` lookup)
 
         post_migrate.connect(_app_role_regrant, sender=self, dispatch_uid="memory.app_role_regrant")

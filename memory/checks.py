@@ -1,9 +1,11 @@
 """System checks of the memory app (`manage.py check`, and before `migrate`, `runserver`, `serve_embedded`): a
-misconfigured embedder stops the service at start, not at the first write that embeds."""
+misconfigured embedder stops the service at start, not at the first write that embeds; and, where the database
+is checked too (`manage.py check --database default`, `migrate`), vectors that another embedder made are told."""
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import Error, Tags, Warning, register
+from django.db import DatabaseError
 
-from memory.embedding import embedder
+from memory.embedding import IDENTITY_MAX, embedder, identity_of
 from memory.selectors import HNSW_DIM
 
 
@@ -24,8 +26,31 @@ def embedder_check(app_configs=None, **kwargs) -> list:
     if ef_search is not None and not (isinstance(ef_search, int) and 1 <= ef_search <= 1000):
         return [Error(f"LEDGER_EMBEDDER {settings.LEDGER_EMBEDDER!r} has an hnsw_ef_search of {ef_search!r}; "
                       "pgvector takes a whole number from 1 to 1000", id="memory.E003")]
+    identity = identity_of(model)
+    if not isinstance(identity, str) or len(identity) > IDENTITY_MAX:
+        return [Error(f"LEDGER_EMBEDDER {settings.LEDGER_EMBEDDER!r} has an identity that is not a string of at most "
+                      f"{IDENTITY_MAX} characters: {identity!r}", id="memory.E004")]
     if dim != HNSW_DIM:
         return [Warning(f"LEDGER_EMBEDDER makes {dim}-dimensional vectors; the similarity index holds "
                         f"{HNSW_DIM}: every similarity search scans exactly (README, 'Similarity search')",
                         id="memory.W001")]
     return []
+
+
+@register(Tags.database)
+def embeddings_check(app_configs=None, databases=None, **kwargs) -> list:
+    """Live embeddings that the configured embedder did not make (LEDGER_EMBEDDER changed, or memory 0018 could
+    not tell their maker): the similarity search passes over them until `manage.py reembed`."""
+    from memory.services.reembed import embeddings_stale
+
+    found = []
+    for alias in databases or ():
+        try:
+            stale = embeddings_stale().using(alias).count()
+        except DatabaseError:  # not migrated yet (`migrate` checks before it migrates)
+            continue
+        if stale:
+            found.append(Warning(f"{stale} live embeddings in database {alias!r} were made by another embedder than "
+                                 "LEDGER_EMBEDDER's: the similarity search does not find them",
+                                 hint="manage.py reembed (README, 'Changing the embedder')", id="memory.W002"))
+    return found

@@ -5,8 +5,13 @@ trigrams into a fixed number of dimensions, signed, L2-normalized. It is a real 
 sharing words and spellings are close), not a semantic model.
 
 `WordLlamaEmbedder` is one (the `semantic` extra): texts with the same meaning in other words are close. A
-deployment sets LEDGER_EMBEDDER to either, or to a class of its own with a `dim` and an `embed()`, before the
-first embedding is written: vectors of two embedders are not comparable, and nothing re-embeds a store.
+deployment sets LEDGER_EMBEDDER to either, or to a class of its own with a `dim` and an `embed()` (and an
+`identity`, else its dotted path stands for it).
+
+Vectors of two embedders are not comparable: each embedding artifact records the `identity` of the embedder
+that made its vector (`DerivedArtifact.embedder`), and the similarity search compares the query's vector with
+those of the configured embedder only. After LEDGER_EMBEDDER changes, `manage.py reembed` makes the store's
+vectors again with the new one (memory.services.reembed); until it has, the others are not found by similarity.
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 class HashingEmbedder:
     dim = 256
+    # What `DerivedArtifact.embedder` records of its vectors: a new version of the features gets a new identity.
+    identity = "hashing-256-v1"
     # The similarity index's hnsw.ef_search for these vectors (unless LEDGER_HNSW_EF_SEARCH says): recall@10 0.91
     # at 1,000,000 of the bench's generated words, 0.97 when they have topics; 0.96 at 200,000 (bench/README.md).
     hnsw_ef_search = 800
@@ -57,6 +64,7 @@ class WordLlamaEmbedder:
     it is pointed at the package's own directory, downloads off."""
 
     dim = 256
+    identity = "wordllama-l2_supercat-256"
     # recall@10 0.974 at 1,000,000 records of real prose, 8.7 ms at p50 for pgvector (bench/README.md); 60 gave
     # 0.957, 200 gave 0.982 at 14 ms.
     hnsw_ef_search = 100
@@ -77,6 +85,25 @@ class WordLlamaEmbedder:
 @lru_cache(maxsize=1)
 def embedder():
     return import_string(settings.LEDGER_EMBEDDER)()
+
+
+IDENTITY_MAX = 100  # DerivedArtifact.embedder's length
+
+
+def identity_of(model) -> str:
+    """The identity an embedder's vectors are recorded with: its own `identity`, else its class's dotted path."""
+    return getattr(model, "identity", None) or f"{type(model).__module__}.{type(model).__qualname__}"
+
+
+def embedder_identity() -> str:
+    """The identity of the configured embedder (LEDGER_EMBEDDER)."""
+    return identity_of(embedder())
+
+
+def embedded_text(content: str, source_contents: list[str]) -> str:
+    """The text an embedding artifact's vector is made from: its own content, else its sources' contents (in
+    record id order), a line each."""
+    return content or "\n".join(source_contents)
 
 
 def vector_to_bytes(vector: np.ndarray) -> bytes:

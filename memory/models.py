@@ -166,6 +166,10 @@ class DerivedArtifact(models.Model):
     content = models.TextField(blank=True)
     # float32 little-endian vector, for embeddings (see memory.embedding).
     vector = models.BinaryField(null=True, blank=True)
+    # The identity of the embedder that made `vector` (memory.embedding.identity_of); read only where there is a
+    # vector. '' where it is not known: such a vector is not compared with any query until `manage.py reembed`
+    # makes it again (memory 0018 says how the vectors written before it were identified).
+    embedder = models.CharField(max_length=100, blank=True, db_default="")
     # Who holds the copy, for fleet copies and archives (an agent name, an archive location).
     holder = models.CharField(max_length=200, blank=True)
     sources = models.ManyToManyField(Record, through="Lineage", related_name="artifacts")

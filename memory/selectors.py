@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from memory import errors
-from memory.embedding import embedder, vectors_from_bytes
+from memory.embedding import embedder, embedder_identity, vectors_from_bytes
 from memory.lookups import array_literal, batches
 from memory.models import ArtifactKind, DeletedRecord, DerivedArtifact, Lineage, Record, Tenant
 from memory.services.scopes import scope_descendant_ids, scope_get
@@ -243,7 +243,7 @@ def _embedding_index(tenant: Tenant) -> QuerySet:
     """The exact scan's rows (where no HNSW index answers, see `_hnsw_index`): the `DerivedArtifact(kind=embedding)`
     rows themselves, so a forgotten embedding leaves it with its row."""
     return DerivedArtifact.objects.filter(tenant=tenant, kind=ArtifactKind.EMBEDDING, vector__isnull=False,
-                                          forgotten_at__isnull=True)
+                                          forgotten_at__isnull=True, embedder=embedder_identity())
 
 
 # The HNSW index (memory 0016): `memory_derivedartifact.embedding`, the live embeddings' vectors, NULL for every
@@ -273,25 +273,26 @@ _ARTIFACTS = DerivedArtifact._meta.db_table
 _LINEAGE = Lineage._meta.db_table
 # The index's search: the graph walk orders by cosine distance (`<=>`) and the tenant's filter applies as it goes;
 # relaxed order, so the caller sorts the few rows it gets. Each with its source records (lineage), in the same
-# statement.
+# statement. Only vectors of the query's embedder compare (`embedder`: memory.embedding; the others, until
+# `manage.py reembed` makes them again, are passed over as another tenant's are).
+_OURS = "a.tenant_id = %(tenant)s AND a.embedder = %(embedder)s AND a.embedding IS NOT NULL"
 _HNSW_SQL = ("SELECT n.id, n.distance, l.source_id FROM ("
-             f"SELECT a.id, a.embedding <=> %(q)s::vector AS distance FROM {_ARTIFACTS} a "
-             "WHERE a.tenant_id = %(tenant)s AND a.embedding IS NOT NULL "
+             f"SELECT a.id, a.embedding <=> %(q)s::vector AS distance FROM {_ARTIFACTS} a WHERE {_OURS} "
              f"ORDER BY a.embedding <=> %(q)s::vector LIMIT %(limit)s) n JOIN {_LINEAGE} l ON l.artifact_id = n.id")
 # The same distance over the few embeddings of given records (confirm-erasure's probes), computed for each of
 # them: `OFFSET 0` keeps the ORDER BY off the graph, whose walk, filtered down to these rows, could miss them.
 _WITHIN_SQL = ("SELECT n.id, n.distance, l.source_id FROM (SELECT id, distance FROM ("
                f"SELECT a.id, a.embedding <=> %(q)s::vector AS distance FROM {_ARTIFACTS} a "
                f"WHERE a.id IN (SELECT artifact_id FROM {_LINEAGE} WHERE source_id = ANY(%(within)s::bigint[])) "
-               "AND a.tenant_id = %(tenant)s AND a.embedding IS NOT NULL OFFSET 0) d "
+               f"AND {_OURS} OFFSET 0) d "
                f"ORDER BY distance, id LIMIT %(limit)s) n JOIN {_LINEAGE} l ON l.artifact_id = n.id")
 # ... for many records at once, each with its own query vector: the best two of each one's embeddings.
 _WITHIN_EACH_SQL = ("SELECT v.id, best.id, best.distance "
-                    "FROM unnest(%s::bigint[], %s::text[]::vector[]) AS v(id, q) CROSS JOIN LATERAL ("
+                    "FROM unnest(%(ids)s::bigint[], %(vectors)s::text[]::vector[]) AS v(id, q) CROSS JOIN LATERAL ("
                     "SELECT id, distance FROM ("
                     f"SELECT a.id, a.embedding <=> v.q AS distance FROM {_ARTIFACTS} a "
                     f"WHERE a.id IN (SELECT artifact_id FROM {_LINEAGE} WHERE source_id = v.id) "
-                    "AND a.tenant_id = %s AND a.embedding IS NOT NULL OFFSET 0) d "
+                    f"AND {_OURS} OFFSET 0) d "
                     "ORDER BY distance, id LIMIT 2) best")
 _HNSW_PRESENT: dict[int, bool] = {}
 
@@ -335,7 +336,7 @@ def _nearest_indexed(tenant: Tenant, text: str, k: int, within_ids: list[int] | 
     vector = embedder().embed([text])[0]
     if not vector.any():  # a text with no feature shares nothing with anything (and pgvector's cosine is NaN)
         return {}
-    params = {"q": _vector_text(vector), "tenant": tenant.pk, "limit": k * 2}
+    params = {"q": _vector_text(vector), "tenant": tenant.pk, "embedder": embedder_identity(), "limit": k * 2}
     with transaction.atomic(), connection.cursor() as cursor:
         if within_ids is None:
             cursor.execute(hnsw_settings_sql())
@@ -422,7 +423,8 @@ def records_similar_each(*, tenant: Tenant, queries: dict[int, str]) -> set[int]
         for batch in batches(sorted(texts), EACH_BATCH):
             vectors = [_vector_text(model.embed([texts[pk]])[0]) for pk in batch]
             with connection.cursor() as cursor:
-                cursor.execute(_WITHIN_EACH_SQL, [array_literal(batch), vectors, tenant.pk])
+                cursor.execute(_WITHIN_EACH_SQL, {"ids": array_literal(batch), "vectors": vectors,
+                                                  "tenant": tenant.pk, "embedder": embedder_identity()})
                 for pk, artifact_id, distance in cursor.fetchall():
                     if distance < 1.0:
                         nearest.setdefault(pk, {})[artifact_id] = 1.0 - distance

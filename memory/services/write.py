@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from memory import errors
-from memory.embedding import embedder, vector_to_bytes
+from memory.embedding import embedded_text, embedder, embedder_identity, vector_to_bytes
 from memory.models import ArtifactKind, DerivedArtifact, Lineage, Record, RecordTag, Subject, Tenant, Tier
 from memory.services.scopes import scope_get_or_create
 from memory.subjects import subject_ref_normalize
@@ -120,12 +120,12 @@ def artifact_write(
 
 
 def _artifact_create(*, tenant, scope, kind, content, sources, holder) -> DerivedArtifact:
-    vector = None
+    vector, made_by = None, ""
     if kind == ArtifactKind.EMBEDDING:
-        text = content or "\n".join(s.content for s in sources)
-        vector = vector_to_bytes(embedder().embed([text])[0])
+        vector = vector_to_bytes(embedder().embed([embedded_text(content, [s.content for s in sources])])[0])
+        made_by = embedder_identity()
     artifact = DerivedArtifact.objects.create(
-        tenant=tenant, scope=scope, kind=kind, content=content, vector=vector, holder=holder,
+        tenant=tenant, scope=scope, kind=kind, content=content, vector=vector, embedder=made_by, holder=holder,
         created_at=timezone.now(),
     )
     Lineage.objects.bulk_create([Lineage(artifact=artifact, source=s) for s in sources])

@@ -92,11 +92,17 @@ class _Greedy(_NoDim):
     hnsw_ef_search = 5000
 
 
+class _LongNamed(_NoDim):
+    dim = 256
+    identity = "x" * 101  # longer than DerivedArtifact.embedder holds
+
+
 @pytest.mark.parametrize(("dotted", "code"), [
     ("memory.embedding.NoSuchEmbedder", "memory.E001"),
     ("tests.memory.test_embedding._NoDim", "memory.E002"),
     ("tests.memory.test_embedding._Small", "memory.W001"),
     ("tests.memory.test_embedding._Greedy", "memory.E003"),
+    ("tests.memory.test_embedding._LongNamed", "memory.E004"),
 ])
 def test_a_misconfigured_embedder_is_reported_at_start_not_at_the_first_write(embedder_as, dotted, code):
     embedder_as(dotted)

@@ -4,7 +4,7 @@ step (forgotten, redacted and other tenants' records never come back)."""
 
 import pytest
 
-from memory.embedding import embedder, vector_to_bytes
+from memory.embedding import embedder, embedder_identity, vector_to_bytes
 from memory.models import DerivedArtifact, Lineage, Record
 from memory.selectors import records_search, records_search_each, records_similar, records_similar_each
 from memory.services import ForgetTarget, artifact_write, records_forget
@@ -43,7 +43,7 @@ def store(tenant, chat, other_tenant):
     # A copy the forget missed (what confirmation exists to catch): an embedding of a hidden record and a visible one.
     shared = DerivedArtifact.objects.create(tenant=tenant, scope=visible[0].scope, kind="embedding",
                                             vector=vector_to_bytes(embedder().embed([CONTENTS[5]])[0]),
-                                            created_at=visible[0].created_at)
+                                            embedder=embedder_identity(), created_at=visible[0].created_at)
     Lineage.objects.bulk_create([Lineage(artifact=shared, source=hidden[5]), Lineage(artifact=shared, source=visible[0])])
     return visible + hidden + redacted + [theirs]
 

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection, transaction
 
 from memory import selectors
-from memory.embedding import embedder, vector_to_bytes
+from memory.embedding import embedder, embedder_identity, vector_to_bytes
 from memory.models import DerivedArtifact, Lineage
 from memory.selectors import records_similar, records_similar_each
 from memory.services import ForgetTarget, erasure_confirm, records_forget
@@ -63,6 +63,7 @@ def test_similarity_query_uses_the_hnsw_index(tenant, chat):
     noise /= np.linalg.norm(noise, axis=1, keepdims=True)
     DerivedArtifact.objects.bulk_create([
         DerivedArtifact(tenant=tenant, scope=source.scope, kind="embedding", vector=vector_to_bytes(v),
+                        embedder=embedder_identity(),
                         created_at=source.created_at) for v in noise])
     sql("ANALYZE memory_derivedartifact")
     q = selectors._vector_text(embedder().embed(["zebrafish launch code"])[0])
@@ -74,8 +75,8 @@ def test_similarity_query_uses_the_hnsw_index(tenant, chat):
         # itself (bench/bench_search.py prints it).
         sql("SET LOCAL enable_seqscan = off")
         sql("SET LOCAL enable_sort = off")
-        plan = "\n".join(r[0] for r in sql("EXPLAIN " + selectors._HNSW_SQL, {"q": q, "tenant": tenant.pk,
-                                                                                "limit": 20}))
+        plan = "\n".join(r[0] for r in sql("EXPLAIN " + selectors._HNSW_SQL, {
+            "q": q, "tenant": tenant.pk, "embedder": embedder_identity(), "limit": 20}))
     assert "Index Scan using memory_artifact_embedding_hnsw_idx" in plan, plan
     assert [h.record.pk for h in records_similar(tenant=tenant, q="zebrafish launch code", limit=3)] == [target.pk]
 
@@ -146,6 +147,7 @@ def test_a_filtered_search_still_returns_k_when_the_nearest_belong_to_another_te
     near /= np.linalg.norm(near, axis=1, keepdims=True)
     created = DerivedArtifact.objects.bulk_create([
         DerivedArtifact(tenant=other_tenant, scope=source.scope, kind="embedding", vector=vector_to_bytes(v),
+                        embedder=embedder_identity(),
                         created_at=source.created_at) for v in near])
     Lineage.objects.bulk_create([Lineage(artifact=a, source=theirs) for a in created])
     sql("ANALYZE memory_derivedartifact")

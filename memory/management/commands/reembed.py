@@ -1,0 +1,34 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from memory.embedding import embedder_identity
+from memory.services.reembed import BATCH, MAX_BATCH, embeddings_stale, reembed
+
+
+class Command(BaseCommand):
+    help = ("Make the store's vectors again with the configured embedder (LEDGER_EMBEDDER), after it has changed: "
+            "until then, the similarity search passes over the vectors of the other one. Every live embedding "
+            "another embedder made, in batches; it can stop anywhere and run again. Forgotten and redacted "
+            "embeddings are neither read nor written. --dry-run counts them and changes nothing.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--batch-size", type=int, default=BATCH, help=f"1 to {MAX_BATCH} (default {BATCH})")
+        parser.add_argument("--dry-run", action="store_true")
+
+    def handle(self, *args, **opts):
+        if not 1 <= opts["batch_size"] <= MAX_BATCH:
+            raise CommandError(f"--batch-size must be from 1 to {MAX_BATCH}")
+        if opts["dry_run"]:
+            self.stdout.write(json.dumps({"embedder": embedder_identity(), "to_make": embeddings_stale().count()}))
+            return
+        done = [0]
+
+        def progress(made: int, skipped: int) -> None:
+            done[0] += made
+            if opts["verbosity"] > 1:
+                self.stderr.write(f"{done[0]} made")
+
+        result = reembed(batch_size=opts["batch_size"], on_batch=progress)
+        self.stdout.write(json.dumps({"embedder": result.embedder, "made": result.made, "skipped": result.skipped,
+                                      "left": result.left}))
