@@ -5,15 +5,19 @@ writes in raw SQL, in the same run.
     .venv/bin/python bench/bench_reembed.py --reuse           # keeps the store of an earlier run
 
 The store: bench_search.py's (the same builder and server; database ledger_bench_reembed): one tenant with
---records records (default 100,000), each with an embedding by the default `HashingEmbedder`, in the HNSW index.
+--records records (default 50,000), each with an embedding by the default `HashingEmbedder`, in the HNSW index.
 Measured, with the semantic `WordLlamaEmbedder` as the configured embedder:
   embed only:  the model's `embed()` of every embedding's text, 500 texts a call, nothing read or written;
-  service:     `reembed(batch_size=500)`: every vector made again and written (read, embed, UPDATE a batch);
-  raw SQL:     the stored vectors written back, 500 a statement, by `UPDATE memory_derivedartifact a SET vector =
-               v.vector, embedder = ... FROM unnest(ids, vectors) v WHERE a.id = v.id` on a plain psycopg
-               connection: the writes alone (each new row version goes into the HNSW graph, as the service's
-               do), their vectors made beforehand. It also puts the store back as it was built, for --reuse.
-The service's time is set beside the raw writes plus the model's own time.
+  service:     `reembed(batch_size=500)`: every vector made again and written (read, embed, UPDATE a batch),
+               each new row version inserted into the HNSW graph;
+  raw SQL:     the same new vectors (made beforehand, by the embed-only step) written 500 a statement by
+               `UPDATE memory_derivedartifact a SET vector = v.vector, embedder = ... FROM unnest(ids, vectors) v
+               WHERE a.id = v.id` on a plain psycopg connection: the writes alone, into the graph too;
+and then the same two with the index dropped first and built again at the end (`rebuild_index=True`; raw: `DROP
+INDEX CONCURRENTLY`, the UPDATEs, memory 0016's `CREATE INDEX CONCURRENTLY`).
+Raw SQL runs first; after each timed phase the store is put back as it was built (untimed: the stored vectors
+written back with the index rebuilt, then a VACUUM), so that each phase starts from the same store and writes the
+same vectors into the same graph. The service's time is set beside the raw writes plus the model's own time.
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ RAW_UPDATE = ("UPDATE memory_derivedartifact a SET vector = v.vector, embedder =
 
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--reuse", action="store_true", help="keep the store of an earlier run if it has this shape")
     args = parser.parse_args()
     # bench_search's store of this shape: one tenant, every record embedded, drawn words, the default embedder.
@@ -76,9 +80,10 @@ def main() -> None:
 
 def measure(url: str) -> None:
     from django.conf import settings
+    from django.db import connection
 
-    from memory.embedding import embedder, embedder_identity
-    from memory.services.reembed import _texts, embeddings_stale, reembed
+    from memory.embedding import embedder, embedder_identity, vector_to_bytes
+    from memory.services.reembed import _texts, embeddings_stale, reembed, similarity_index
 
     stored = bench_search._fetch("SELECT id, content, vector, embedder FROM memory_derivedartifact "
                                  "WHERE kind = 'embedding' AND vector IS NOT NULL ORDER BY id")
@@ -95,36 +100,70 @@ def measure(url: str) -> None:
     model = embedder()
     texts = _texts([(pk, content) for pk, content, _, _ in stored])
     started = time.perf_counter()
-    for first in range(0, len(texts), BATCH):
-        model.embed(texts[first:first + BATCH])
+    remade = [vector_to_bytes(vector) for first in range(0, len(texts), BATCH)
+              for vector in model.embed(texts[first:first + BATCH])]
     embed_seconds = time.perf_counter() - started
-
-    assert embeddings_stale().count() == len(stored)
-    started = time.perf_counter()
-    result = reembed(batch_size=BATCH)
-    service_seconds = time.perf_counter() - started
-    assert (result.made, result.left) == (len(stored), 0), result
     semantic = embedder_identity()
+    index = similarity_index()
+    ids = [pk for pk, _, _, _ in stored]
+    hashed = [bytes(vector) for _, _, vector, _ in stored]
 
-    raw = bench_search._raw_connect(url)
-    started = time.perf_counter()
-    for first in range(0, len(stored), BATCH):
-        batch = stored[first:first + BATCH]
-        raw.execute(RAW_UPDATE, ["hashing-256-v1", [pk for pk, _, _, _ in batch],
-                                 [bytes(vector) for _, _, vector, _ in batch]])
-    raw_seconds = time.perf_counter() - started
-    raw.close()
-    restored = bench_search._fetch("SELECT count(*) FROM memory_derivedartifact WHERE embedder = %s", [semantic])
-    assert restored == [(0,)], "the raw writes did not put the store back"
-    first_now = bench_search._fetch("SELECT vector FROM memory_derivedartifact WHERE id = %s", [stored[0][0]])
-    assert bytes(first_now[0][0]) == bytes(stored[0][2]), "the raw writes did not put the store back"
+    def vacuum() -> None:
+        """The old row versions out of the table and the graph, so that each timed phase starts alike (a phase
+        leaves one dead version, and one dead graph node, per vector)."""
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE memory_derivedartifact")
+
+    def raw_writes(vectors: list[bytes], identity: str, rebuild_index: bool) -> float:
+        raw = bench_search._raw_connect(url)
+        started = time.perf_counter()
+        if rebuild_index:
+            raw.execute(f"DROP INDEX CONCURRENTLY {index.INDEX}")
+        for first in range(0, len(ids), BATCH):
+            raw.execute(RAW_UPDATE, [identity, ids[first:first + BATCH], vectors[first:first + BATCH]])
+        if rebuild_index:
+            raw.execute(index.PG_INDEX)
+        seconds = time.perf_counter() - started
+        raw.close()
+        assert bench_search._fetch("SELECT count(*) FROM memory_derivedartifact WHERE embedder = %s",
+                                   [identity]) == [(len(ids),)]
+        assert index.index_valid(connection) is True
+        return seconds
+
+    def restore() -> None:
+        """The store as it was built (HashingEmbedder's vectors), untimed."""
+        raw_writes(hashed, "hashing-256-v1", rebuild_index=True)
+        vacuum()
+
+    def service(rebuild_index: bool) -> float:
+        assert embeddings_stale().count() == len(stored)
+        started = time.perf_counter()
+        result = reembed(batch_size=BATCH, rebuild_index=rebuild_index)
+        seconds = time.perf_counter() - started
+        assert (result.made, result.left, result.index_rebuilt) == (len(stored), 0, rebuild_index), result
+        assert bench_search._fetch("SELECT vector FROM memory_derivedartifact WHERE id = %s",
+                                   [ids[-1]])[0][0] == remade[-1], "not the vectors the raw side wrote"
+        return seconds
 
     n = len(stored)
-    print(f"{'':24} {'seconds':>9} {'vectors/s':>10}")
-    print(f"{'embed only (model)':24} {embed_seconds:9.1f} {n / embed_seconds:10.0f}")
-    print(f"{'service: reembed()':24} {service_seconds:9.1f} {n / service_seconds:10.0f}")
-    print(f"{'raw SQL: the UPDATEs':24} {raw_seconds:9.1f} {n / raw_seconds:10.0f}")
-    print(f"service / (model + raw writes): {service_seconds / (embed_seconds + raw_seconds):.2f}")
+    rows = [("embed only (model)", embed_seconds)]
+    for rebuild_index in (False, True):
+        how = "index rebuilt" if rebuild_index else "into the index"
+        vacuum()
+        rows.append((f"raw SQL, {how}", raw_writes(remade, semantic, rebuild_index)))
+        print(f"  {rows[-1][0]}: {rows[-1][1]:.1f} s", flush=True)
+        restore()
+        rows.append((f"service, {how}", service(rebuild_index)))
+        print(f"  {rows[-1][0]}: {rows[-1][1]:.1f} s", flush=True)
+        restore()
+    assert bytes(bench_search._fetch("SELECT vector FROM memory_derivedartifact WHERE id = %s",
+                                     [ids[0]])[0][0]) == hashed[0], "the store is not back as it was built"
+
+    print(f"{'':28} {'seconds':>9} {'vectors/s':>10}")
+    for label, seconds in rows:
+        print(f"{label:28} {seconds:9.1f} {n / seconds:10.0f}")
+    for i, how in ((1, "into the index"), (3, "index rebuilt")):
+        print(f"service / (model + raw), {how}: {rows[i + 1][1] / (embed_seconds + rows[i][1]):.2f}")
 
 
 if __name__ == "__main__":

@@ -111,6 +111,12 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--embedder", default=HASHING,
                         help="the service's embedder for this run (LEDGER_EMBEDDER), e.g. "
                              "memory.embedding.WordLlamaEmbedder (the `semantic` extra)")
+    parser.add_argument("--interleave", action="store_true",
+                        help="the tenants' records interleaved in write order, as tenants write in production (by "
+                             "default each tenant's are written after the one before's, the measured tenant's first)")
+    parser.add_argument("--keyword-only", action="store_true",
+                        help="measure fetch by id and keyword search only (a store built with --embeddings 0 "
+                             "--noise-embeddings 0 will do)")
     parser.add_argument("--seed", type=int, default=20)
     return parser.parse_args()
 
@@ -173,14 +179,15 @@ def _fetch(statement: str, params=None) -> list[tuple]:
 
 # A store built before an option existed has no column for it: it was built with the option's default.
 _SHAPE = {"records": None, "noise_tenants": None, "noise_records": None, "embeddings": None,
-          "noise_embeddings": None, "seed": None, "topics": 0, "corpus": "", "embedder": HASHING}
+          "noise_embeddings": None, "seed": None, "topics": 0, "corpus": "", "embedder": HASHING,
+          "interleave": False}
 
 
 def _shape(args) -> dict:
     return {"records": args.records, "noise_tenants": args.noise_tenants, "noise_records": args.noise_records,
             "embeddings": args.embeddings, "noise_embeddings": args.noise_embeddings, "seed": args.seed,
             "topics": args.topics, "corpus": str(args.corpus.resolve()) if args.corpus else "",
-            "embedder": args.embedder}
+            "embedder": args.embedder, "interleave": args.interleave}
 
 
 def _store_built(args) -> bool:
@@ -251,6 +258,26 @@ def _corpus_records_insert(tenant_id: int, class_id: int, records: int, first: i
     """, {"tenant": tenant_id, "class": class_id, "records": records, "offset": first - 1})
 
 
+def _records_interleave() -> None:
+    """Renumbers the records so that the tenants' writes interleave, as tenants write in production: a tenant's
+    n-th of N records gets the place n / N of the store's write order (ids above every id so far, so none
+    collides), and the table is then laid out in that order (CLUSTER), as rows written in it would be."""
+    from django.db import transaction
+
+    with transaction.atomic():
+        _sql("SET LOCAL session_replication_role = replica")
+        _sql("""
+            WITH at AS (SELECT id, tenant_id, row_number() OVER (PARTITION BY tenant_id ORDER BY id)::float8
+                                              / count(*) OVER (PARTITION BY tenant_id) AS place
+                        FROM memory_record),
+                 renumbered AS (SELECT id, (SELECT max(id) FROM memory_record)
+                                           + row_number() OVER (ORDER BY place, tenant_id) AS new_id FROM at)
+            UPDATE memory_record r SET id = renumbered.new_id FROM renumbered WHERE r.id = renumbered.id
+        """)
+        _sql("SELECT setval(pg_get_serial_sequence('memory_record', 'id'), (SELECT max(id) FROM memory_record))")
+    _sql("CLUSTER memory_record USING memory_record_pkey")
+
+
 def _store_build(args) -> None:
     from django.db import connection, transaction
 
@@ -282,6 +309,9 @@ def _store_build(args) -> None:
             else:
                 _records_insert(tenant.pk, chat.pk, count, args.topics)
         print(f"  {name}: written at {time.perf_counter() - started:.0f} s", flush=True)
+    if args.interleave:
+        _records_interleave()
+        print(f"  records interleaved at {time.perf_counter() - started:.0f} s", flush=True)
     _sql("SET maintenance_work_mem = '512MB'")
     _sql(index_sql)
     print(f"  keyword index built at {time.perf_counter() - started:.0f} s", flush=True)
@@ -303,9 +333,9 @@ def _store_build(args) -> None:
     seconds = time.perf_counter() - started
     _sql("CREATE TABLE bench_search_meta (records bigint, noise_tenants int, noise_records bigint, "
          "embeddings bigint, noise_embeddings bigint, seed int, topics int, corpus text, embedder text, "
-         "built_seconds float, built_at timestamptz DEFAULT now())")
+         "interleave boolean, built_seconds float, built_at timestamptz DEFAULT now())")
     shape = _shape(args)
-    _sql("INSERT INTO bench_search_meta VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+    _sql("INSERT INTO bench_search_meta VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
          [shape[key] for key in _SHAPE] + [seconds])
     total = args.records + args.noise_tenants * args.noise_records
     print(f"built the store: {total:,} records ({args.records:,} in {TENANT!r}) in {seconds:.0f} s", flush=True)
@@ -601,34 +631,45 @@ def measure(args, url: str) -> None:
         if tsqueries[q] is not None:
             raw.execute(raw_sql, {"tenant": tenant.pk, "query": tsqueries[q], "limit": 10}).fetchall()
 
-    # Similarity: the selector's HNSW statement as the raw side, its query vectors made beforehand.
-    from memory.embedding import embedder, embedder_identity
+    similar_paths = []
+    if not args.keyword_only:
+        # Similarity: the selector's HNSW statement as the raw side, its query vectors made beforehand.
+        from memory.embedding import embedder, embedder_identity
 
-    model = embedder()
-    made_by = embedder_identity()
-    similar_warm = _similar_queries(rng, tenant.pk, args.queries, corpus)
-    similar = _similar_queries(rng, tenant.pk, args.queries, corpus)
-    vectors = {q: model.embed([q])[0] for q in similar_warm + similar}
-    texts = {q: selectors._vector_text(v) for q, v in vectors.items()}
-    if not selectors._hnsw_index():
-        sys.exit("bench_search: no HNSW index on this database (memory 0016 needs pgvector)")
+        model = embedder()
+        made_by = embedder_identity()
+        similar_warm = _similar_queries(rng, tenant.pk, args.queries, corpus)
+        similar = _similar_queries(rng, tenant.pk, args.queries, corpus)
+        vectors = {q: model.embed([q])[0] for q in similar_warm + similar}
+        texts = {q: selectors._vector_text(v) for q, v in vectors.items()}
+        if not selectors._hnsw_index():
+            sys.exit("bench_search: no HNSW index on this database (memory 0016 needs pgvector)")
 
-    def similar_selector(q):
-        selectors.records_similar(tenant=tenant, q=q, limit=10)
+        def similar_selector(q):
+            selectors.records_similar(tenant=tenant, q=q, limit=10)
 
-    def similar_api(q):
-        response = client.get("/api/v1/memory/search", {"q": q, "limit": 10, "mode": "similar"})
-        assert response.status_code == 200, response.content
+        def similar_api(q):
+            response = client.get("/api/v1/memory/search", {"q": q, "limit": 10, "mode": "similar"})
+            assert response.status_code == 200, response.content
 
-    def similar_raw(q):
-        with raw.transaction():
-            raw.execute(selectors.hnsw_settings_sql())
-            return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "embedder": made_by, "limit": 20}).fetchall()
+        def similar_raw(q):
+            with raw.transaction():
+                raw.execute(selectors.hnsw_settings_sql())
+                return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "embedder": made_by,
+                                                     "limit": 20}).fetchall()
 
-    def similar_exact_sql(q):  # the same ORDER BY with the index off: what the graph saves
-        with raw.transaction():
-            raw.execute("SET LOCAL enable_indexscan = off")
-            raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "embedder": made_by, "limit": 20}).fetchall()
+        def similar_exact_sql(q):  # the same ORDER BY with the index off: what the graph saves
+            with raw.transaction():
+                raw.execute("SET LOCAL enable_indexscan = off")
+                raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "embedder": made_by,
+                                              "limit": 20}).fetchall()
+
+        similar_paths = [
+            ("similar: selector", similar_selector, similar, similar_warm),
+            ("similar: API", similar_api, similar, similar_warm),
+            ("similar: raw SQL (HNSW)", similar_raw, similar, similar_warm),
+            ("similar: raw SQL, no index", similar_exact_sql, similar[:20], similar_warm[:3]),
+        ]
 
     results = {}
     for name, function, items, warm_items in [
@@ -639,10 +680,7 @@ def measure(args, url: str) -> None:
         ("keyword: selector", search_selector, [q for _, q in queries], [q for _, q in warm]),
         ("keyword: API", search_api, [q for _, q in queries], [q for _, q in warm]),
         ("keyword: raw SQL", search_raw, [q for _, q in queries], [q for _, q in warm]),
-        ("similar: selector", similar_selector, similar, similar_warm),
-        ("similar: API", similar_api, similar, similar_warm),
-        ("similar: raw SQL (HNSW)", similar_raw, similar, similar_warm),
-        ("similar: raw SQL, no index", similar_exact_sql, similar[:20], similar_warm[:3]),
+        *similar_paths,
     ]:
         _timed(function, warm_items)
         results[name] = _timed(function, items)
@@ -667,8 +705,13 @@ def measure(args, url: str) -> None:
     print(f"keyword API overhead over the selector (p50): {api50 - sel50:.2f} ms (goal < {GOALS['api_overhead']})")
     met = sel50 < GOALS["p50"] and sel99 < GOALS["p99"]
     print(f"goal p50 < {GOALS['p50']:.0f} ms, p99 < {GOALS['p99']:.0f} ms: {'met' if met else 'NOT met'}")
+    if args.keyword_only:
+        raw.close()
+        connection.close()
+        return
 
-    plan = _fetch("EXPLAIN " + selectors._HNSW_SQL, {"q": texts[similar[0]], "tenant": tenant.pk, "embedder": made_by, "limit": 20})
+    plan = _fetch("EXPLAIN " + selectors._HNSW_SQL, {"q": texts[similar[0]], "tenant": tenant.pk, "embedder": made_by,
+                                                     "limit": 20})
     print("\nsimilarity plan: " + " / ".join(row[0].strip().split(" '[")[0] for row in plan
                                              if "Scan" in row[0] or "Limit" in row[0]))
     exact = _exact(tenant.pk)
@@ -695,7 +738,8 @@ def measure(args, url: str) -> None:
         def swept(q, settings_sql=settings_sql):
             with raw.transaction():
                 raw.execute(settings_sql)
-                return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "embedder": made_by, "limit": 20}).fetchall()
+                return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "embedder": made_by,
+                                                         "limit": 20}).fetchall()
 
         _timed(swept, similar_warm)
         times = _timed(swept, similar)

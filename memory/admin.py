@@ -180,6 +180,8 @@ class DerivedArtifactAdmin(admin.ModelAdmin):
     list_select_related = ["tenant"]
     show_full_result_count = False
     raw_id_fields = ["scope", "forget_event"]
+    # Which embedder made the vector is a fact about the vector, not a choice: `manage.py reembed` changes it.
+    readonly_fields = ["embedder"]
 
     def has_delete_permission(self, request, obj=None):
         return False

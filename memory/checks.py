@@ -3,10 +3,10 @@ misconfigured embedder stops the service at start, not at the first write that e
 is checked too (`manage.py check --database default`, `migrate`), vectors that another embedder made are told."""
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
-from django.db import DatabaseError
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection
 
 from memory.embedding import IDENTITY_MAX, embedder, identity_of
-from memory.selectors import HNSW_DIM
+from memory.selectors import HNSW_DIM, _hnsw_index
 
 
 @register()
@@ -53,4 +53,19 @@ def embeddings_check(app_configs=None, databases=None, **kwargs) -> list:
             found.append(Warning(f"{stale} live embeddings in database {alias!r} were made by another embedder than "
                                  "LEDGER_EMBEDDER's: the similarity search does not find them",
                                  hint="manage.py reembed (README, 'Changing the embedder')", id="memory.W002"))
+    if DEFAULT_DB_ALIAS in (databases or ()) and _similarity_index_missing():
+        found.append(Warning("the similarity index (memory 0016) is missing or invalid: every similarity search "
+                             "scans exactly", hint="manage.py reembed --rebuild-index builds it (CONCURRENTLY)",
+                             id="memory.W003"))
     return found
+
+
+def _similarity_index_missing() -> bool:
+    """Whether the store has the similarity index's column but not a valid index on it (a `reembed
+    --rebuild-index` or a build of memory 0016 cut short)."""
+    from memory.services.reembed import similarity_index
+
+    try:
+        return _hnsw_index() and similarity_index().index_valid(connection) is not True
+    except DatabaseError:
+        return False

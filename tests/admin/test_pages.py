@@ -10,12 +10,13 @@ from django.utils import timezone
 
 from dsr.models import ConflictStatus, RequestStatus, RequestTransition, RetentionConflict, SubjectRequest
 from dsr.services import request_create
-from memory.models import Record
+from memory.models import DerivedArtifact, Record
 from retention.models import LegalHold, RetentionRule
 from retention.table_diff import table_diff
 from tests.admin.conftest import conflicts_make
 from tests.dsr.test_workflow_steps import run_to_end
 from tests.dsr.workflow_fixtures import erasure_scenario, verified_request
+from tests.factories import record
 
 pytestmark = pytest.mark.django_db
 
@@ -88,8 +89,6 @@ def test_an_access_requests_export_downloads_from_its_page(client_as, mailoutbox
 
 
 def test_a_hold_is_placed_only_as_previewed(client_as, tenant, chat):
-    from tests.factories import record
-
     ids = [record(tenant, chat, subject="s-9", scope=f"user:9/session:{i}").pk for i in range(3)]
     legal = client_as("legal")
     form = {"tenant": tenant.pk, "matter": "Audit 2026", "authority": "regulator letter", "target": "records",
@@ -188,3 +187,19 @@ def test_the_bulk_start_starts_the_verified_requests_together_and_names_the_othe
     assert SubjectRequest.objects.filter(pk__in=[first.pk, second.pk], workflow_started_at__isnull=False).count() == 2
     received.refresh_from_db()
     assert received.workflow_started_at is None and received.status == RequestStatus.RECEIVED
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_which_embedder_made_a_vector_and_does_not_let_it_be_edited(tenant, chat, client_as):
+    note = record(tenant, chat, content="the cat slept on the mat")
+    artifact = DerivedArtifact.objects.get(kind="embedding", lineage__source=note)
+    client = client_as("superuser")
+    url = f"/admin/memory/derivedartifact/{artifact.pk}/change/"
+    page = client.get(url).content.decode()
+    assert "hashing-256-v1" in page and 'name="embedder"' not in page
+
+    client.post(url, {"tenant": tenant.pk, "scope": artifact.scope_id, "kind": "embedding", "content": "",
+                      "holder": "", "created_at_0": "2026-01-01", "created_at_1": "00:00:00",
+                      "embedder": "someone-else"})
+    artifact.refresh_from_db()
+    assert artifact.embedder == "hashing-256-v1"

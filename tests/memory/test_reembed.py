@@ -23,6 +23,7 @@ from memory.services import reembed as reembed_module
 from memory.services.reembed import embeddings_stale, reembed
 from tests.factories import record
 from tests.memory.test_embedding import SEMANTIC
+from tests.memory.test_similarity_index import graph_nearest
 
 HASHING = "memory.embedding.HashingEmbedder"
 NOTES = ["the cat slept on the mat all afternoon", "the quarterly invoice for the harbour cranes is overdue",
@@ -190,7 +191,7 @@ def test_the_command_counts_with_dry_run_then_makes_them(tenant, chat, embedder_
     out = StringIO()
     call_command("reembed", "--batch-size", "3", stdout=out)
     assert json.loads(out.getvalue()) == {"embedder": "wordllama-l2_supercat-256", "made": 4, "skipped": 0,
-                                          "left": 0}
+                                          "left": 0, "index_rebuilt": False}
 
 
 @pytest.mark.parametrize("size", ["0", "5001", "-3"])
@@ -211,3 +212,28 @@ def test_embedders_make_the_same_vectors_one_text_at_a_time_as_in_a_batch(embedd
         embedder_as(dotted)
         model = embedder()
         assert np.array_equal(model.embed(NOTES), np.vstack([model.embed([note]) for note in NOTES]))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rebuild_index_drops_the_similarity_index_and_builds_it_again_at_the_end(tenant, chat, embedder_as):
+    if not selectors._hnsw_index():
+        pytest.skip("the HNSW index is pgvector's, on PostgreSQL")
+    index = reembed_module.similarity_index()
+    notes = written(tenant, chat)
+    embedder_as(SEMANTIC)
+    seen = []
+    result = reembed(rebuild_index=True, on_batch=lambda made, skipped: seen.append(index.index_valid(connection)))
+
+    assert seen == [None]  # no index while the batches were written
+    assert (result.made, result.index_rebuilt) == (4, True) and index.index_valid(connection) is True
+    mine = embedding_of(notes[0].pk)
+    assert graph_nearest(bytes(mine.vector))[0] == mine.pk  # the new vectors are in the graph built again
+    assert reembed(rebuild_index=True).index_rebuilt is False  # nothing to do: the index is left as it is
+
+    # A run cut short after the drop: the next run builds the index, even with nothing left to make again.
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX {index.INDEX}")
+    assert [w.id for w in checks.embeddings_check(databases=["default"])] == ["memory.W003"]
+    assert reembed(rebuild_index=True).index_rebuilt is True and index.index_valid(connection) is True
+    assert checks.embeddings_check(databases=["default"]) == []
+

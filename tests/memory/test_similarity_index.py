@@ -119,12 +119,14 @@ def test_the_index_column_takes_no_value(tenant, chat):
             [embedding_of(written.pk).pk])
 
 
-def test_a_vector_still_in_the_index_is_a_gap_confirm_erasure_names(tenant, chat):
-    """A record hidden behind the service's back (its embedding left live): the index probe finds the vector."""
+@pytest.mark.parametrize("made_by", ["hashing-256-v1", "another-embedder"])
+def test_a_vector_still_in_the_index_is_a_gap_confirm_erasure_names(tenant, chat, made_by):
+    """A record hidden behind the service's back (its embedding left live): the index probe finds the vector,
+    whichever embedder made it (the search passes over another embedder's; the probe of the index does not)."""
     leaked = record(tenant, chat, content="my address is 12 Tangerine Lane", subject="u42")
     event = records_forget(tenant=tenant, target=ForgetTarget(record_ids=(leaked.pk,)), mode="soft", actor="test")
     artifact = embedding_of(leaked.pk)
-    DerivedArtifact.objects.filter(pk=artifact.pk).update(forgotten_at=None)  # a bypass puts it back
+    DerivedArtifact.objects.filter(pk=artifact.pk).update(forgotten_at=None, embedder=made_by)  # a bypass
 
     result = erasure_confirm(tenant=tenant, handle={"sequence": event.event.pk})
 

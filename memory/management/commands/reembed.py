@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 from django.core.management.base import BaseCommand, CommandError
@@ -10,11 +11,14 @@ class Command(BaseCommand):
     help = ("Make the store's vectors again with the configured embedder (LEDGER_EMBEDDER), after it has changed: "
             "until then, the similarity search passes over the vectors of the other one. Every live embedding "
             "another embedder made, in batches; it can stop anywhere and run again. Forgotten and redacted "
-            "embeddings are neither read nor written. --dry-run counts them and changes nothing.")
+            "embeddings are neither read nor written. --dry-run counts them and changes nothing. --rebuild-index "
+            "(PostgreSQL): the similarity index dropped first and built again at the end, far faster for a whole "
+            "store; the search is exact, without it, meanwhile.")
 
     def add_arguments(self, parser):
         parser.add_argument("--batch-size", type=int, default=BATCH, help=f"1 to {MAX_BATCH} (default {BATCH})")
         parser.add_argument("--dry-run", action="store_true")
+        parser.add_argument("--rebuild-index", action="store_true")
 
     def handle(self, *args, **opts):
         if not 1 <= opts["batch_size"] <= MAX_BATCH:
@@ -22,13 +26,10 @@ class Command(BaseCommand):
         if opts["dry_run"]:
             self.stdout.write(json.dumps({"embedder": embedder_identity(), "to_make": embeddings_stale().count()}))
             return
-        done = [0]
 
         def progress(made: int, skipped: int) -> None:
-            done[0] += made
             if opts["verbosity"] > 1:
-                self.stderr.write(f"{done[0]} made")
+                self.stderr.write(f"a batch: {made} made, {skipped} forgotten meanwhile")
 
-        result = reembed(batch_size=opts["batch_size"], on_batch=progress)
-        self.stdout.write(json.dumps({"embedder": result.embedder, "made": result.made, "skipped": result.skipped,
-                                      "left": result.left}))
+        result = reembed(batch_size=opts["batch_size"], rebuild_index=opts["rebuild_index"], on_batch=progress)
+        self.stdout.write(json.dumps(dataclasses.asdict(result)))
