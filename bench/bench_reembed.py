@@ -48,6 +48,7 @@ def _args() -> argparse.Namespace:
     # bench_search's store of this shape: one tenant, every record embedded, drawn words, the default embedder.
     return argparse.Namespace(records=args.records, noise_tenants=0, noise_records=0, embeddings=args.records,
                               noise_embeddings=0, seed=20, topics=0, corpus=None, embedder=bench_search.HASHING,
+                              interleave=False,
                               reuse=args.reuse)
 
 

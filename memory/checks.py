@@ -50,8 +50,9 @@ def embeddings_check(app_configs=None, databases=None, **kwargs) -> list:
         except DatabaseError:  # not migrated yet (`migrate` checks before it migrates)
             continue
         if stale:
-            found.append(Warning(f"{stale} live embeddings in database {alias!r} were made by another embedder than "
-                                 "LEDGER_EMBEDDER's: the similarity search does not find them",
+            some = f"{stale} live embeddings were" if stale != 1 else "1 live embedding was"
+            found.append(Warning(f"{some} made by another embedder than LEDGER_EMBEDDER's, in database {alias!r}: "
+                                 "the similarity search does not find them until they are made again",
                                  hint="manage.py reembed (README, 'Changing the embedder')", id="memory.W002"))
     if DEFAULT_DB_ALIAS in (databases or ()) and _similarity_index_missing():
         found.append(Warning("the similarity index (memory 0016) is missing or invalid: every similarity search "

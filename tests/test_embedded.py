@@ -24,6 +24,9 @@ import urllib.request
 from contextlib import closing
 from pathlib import Path
 
+from tests.memory.test_embedder_migration import WRITE
+from tests.sqlite_service import manage_script, sqlite_env
+
 ROOT = Path(__file__).resolve().parents[1]
 # A fresh machine migrates from scratch and starts a worker: generous, CI machines are slow.
 START_TIMEOUT = 180
@@ -63,11 +66,11 @@ def _wait_for_mail(directory: Path, timeout: float = 60.0) -> str:
 class Served:
     """`manage.py serve_embedded` in its own session, its output collected line by line."""
 
-    def __init__(self, var_dir: Path):
+    def __init__(self, var_dir: Path, **settings: str):
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_UNSET}
-        env.update(LEDGER_VAR_DIR=str(var_dir), PYTHONUNBUFFERED="1")
+        env.update(LEDGER_VAR_DIR=str(var_dir), PYTHONUNBUFFERED="1", **settings)
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "serve_embedded", "--port", str(self.port)],
             cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -296,3 +299,21 @@ def test_worker_death_stops_the_web_server_and_exits_nonzero(tmp_path):
     finally:
         served.cleanup(pids.values())
 
+
+def test_vectors_another_embedder_made_are_told_at_start(sqlite_migrated):
+    # Given: a store whose vectors the default embedder made
+    env = sqlite_env(sqlite_migrated)
+    manage_script(WRITE % (["the cat slept on the mat"],), env=env)
+
+    # When: the service starts with another embedder
+    served = Served(sqlite_migrated.parent, LEDGER_EMBEDDER="memory.embedding.WordLlamaEmbedder")
+    pids: dict[str, int] = {}
+    try:
+        # Then: it says so before it serves, with what to do
+        served.printed(r"memory\.W002\) 1 live embedding was made by another embedder")
+        served.printed(r"HINT: manage.py reembed")
+        pids = served.child_pids()
+        os.killpg(served.proc.pid, signal.SIGTERM)
+        assert served.proc.wait(timeout=STOP_TIMEOUT) == 0
+    finally:
+        served.cleanup(pids.values())

@@ -26,9 +26,10 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.checks import Tags
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from memory.models import ArtifactKind, DerivedArtifact, Record, Tenant
@@ -104,6 +105,8 @@ class Command(BaseCommand):
         if hasattr(sys.stdout, "reconfigure"):
             sys.stdout.reconfigure(line_buffering=True)
         call_command("migrate", interactive=False, verbosity=1)
+        # What only the database can tell (vectors of another embedder, memory.W002): called commands skip checks.
+        self.check(tags=[Tags.database], databases=[DEFAULT_DB_ALIAS])
         if not no_demo:
             self.stdout.write(self._demo_load())
         password = self._admin_reset(admin_username, admin_password)
