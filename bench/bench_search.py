@@ -642,6 +642,10 @@ def measure(args, url: str) -> None:
         similar = _similar_queries(rng, tenant.pk, args.queries, corpus)
         vectors = {q: model.embed([q])[0] for q in similar_warm + similar}
         texts = {q: selectors._vector_text(v) for q, v in vectors.items()}
+
+        def hnsw_params(q) -> dict:
+            return {"q": texts[q], "tenant": tenant.pk, "embedder": made_by, "limit": 20}
+
         if not selectors._hnsw_index():
             sys.exit("bench_search: no HNSW index on this database (memory 0016 needs pgvector)")
 
@@ -655,14 +659,12 @@ def measure(args, url: str) -> None:
         def similar_raw(q):
             with raw.transaction():
                 raw.execute(selectors.hnsw_settings_sql())
-                return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "embedder": made_by,
-                                                     "limit": 20}).fetchall()
+                return raw.execute(selectors._HNSW_SQL, hnsw_params(q)).fetchall()
 
         def similar_exact_sql(q):  # the same ORDER BY with the index off: what the graph saves
             with raw.transaction():
                 raw.execute("SET LOCAL enable_indexscan = off")
-                raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "embedder": made_by,
-                                              "limit": 20}).fetchall()
+                raw.execute(selectors._HNSW_SQL, hnsw_params(q)).fetchall()
 
         similar_paths = [
             ("similar: selector", similar_selector, similar, similar_warm),
@@ -710,8 +712,7 @@ def measure(args, url: str) -> None:
         connection.close()
         return
 
-    plan = _fetch("EXPLAIN " + selectors._HNSW_SQL, {"q": texts[similar[0]], "tenant": tenant.pk, "embedder": made_by,
-                                                     "limit": 20})
+    plan = _fetch("EXPLAIN " + selectors._HNSW_SQL, hnsw_params(similar[0]))
     print("\nsimilarity plan: " + " / ".join(row[0].strip().split(" '[")[0] for row in plan
                                              if "Scan" in row[0] or "Limit" in row[0]))
     exact = _exact(tenant.pk)
@@ -738,8 +739,7 @@ def measure(args, url: str) -> None:
         def swept(q, settings_sql=settings_sql):
             with raw.transaction():
                 raw.execute(settings_sql)
-                return raw.execute(selectors._HNSW_SQL, {"q": texts[q], "tenant": tenant.pk, "embedder": made_by,
-                                                         "limit": 20}).fetchall()
+                return raw.execute(selectors._HNSW_SQL, hnsw_params(q)).fetchall()
 
         _timed(swept, similar_warm)
         times = _timed(swept, similar)

@@ -73,6 +73,14 @@ def similarity_index():
     return importlib.import_module("memory.migrations.0016_similarity_hnsw_index")
 
 
+def _owner() -> bool:
+    """Whether this connection's role owns the artifacts' table (only its owner may drop or build its indexes)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_has_role(current_user, relowner, 'USAGE') FROM pg_class WHERE oid = %s::regclass",
+                       [DerivedArtifact._meta.db_table])
+        return cursor.fetchone()[0]
+
+
 def reembed(*, batch_size: int = BATCH, rebuild_index: bool = False,
             on_batch: Callable[[int, int], None] | None = None) -> ReembedResult:
     """Every live embedding of another embedder made again by the configured one, a batch at a time (each in its
@@ -82,6 +90,9 @@ def reembed(*, batch_size: int = BATCH, rebuild_index: bool = False,
         raise ValueError(f"batch_size must be a whole number from 1 to {MAX_BATCH}")
     model, identity = embedder(), embedder_identity()
     index = similarity_index() if rebuild_index and selectors._hnsw_index() else None
+    if index and not _owner():
+        raise PermissionError("rebuild_index drops and builds an index: it needs the role that owns the tables (the "
+                              "one `migrate` runs as), not the application role")
     if index and embeddings_stale().exists():
         with connection.cursor() as cursor:
             cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index.INDEX}")

@@ -237,3 +237,19 @@ def test_rebuild_index_drops_the_similarity_index_and_builds_it_again_at_the_end
     assert reembed(rebuild_index=True).index_rebuilt is True and index.index_valid(connection) is True
     assert checks.embeddings_check(databases=["default"]) == []
 
+
+@pytest.mark.django_db(transaction=True)
+def test_rebuild_index_as_the_application_role_is_refused_before_anything_changes(tenant, chat, embedder_as,
+                                                                                   as_app_role):
+    if not selectors._hnsw_index():
+        pytest.skip("the HNSW index is pgvector's, on PostgreSQL")
+    notes = written(tenant, chat)
+    before = bytes(embedding_of(notes[0].pk).vector)
+    embedder_as(SEMANTIC)
+
+    with pytest.raises(CommandError, match="owns the tables"):
+        call_command("reembed", "--rebuild-index")
+
+    assert reembed_module.similarity_index().index_valid(connection) is True
+    assert bytes(embedding_of(notes[0].pk).vector) == before and embeddings_stale().count() == 4
+    assert reembed().made == 4  # without the index's rebuild, the application role may

@@ -31,5 +31,8 @@ class Command(BaseCommand):
             if opts["verbosity"] > 1:
                 self.stderr.write(f"a batch: {made} made, {skipped} forgotten meanwhile")
 
-        result = reembed(batch_size=opts["batch_size"], rebuild_index=opts["rebuild_index"], on_batch=progress)
+        try:
+            result = reembed(batch_size=opts["batch_size"], rebuild_index=opts["rebuild_index"], on_batch=progress)
+        except PermissionError as error:
+            raise CommandError(str(error)) from error
         self.stdout.write(json.dumps(dataclasses.asdict(result)))
