@@ -17,7 +17,8 @@ and then the same two with the index dropped first and built again at the end (`
 INDEX CONCURRENTLY`, the UPDATEs, memory 0016's `CREATE INDEX CONCURRENTLY`).
 Raw SQL runs first; after each timed phase the store is put back as it was built (untimed: the stored vectors
 written back with the index rebuilt, then a VACUUM), so that each phase starts from the same store and writes the
-same vectors into the same graph. The service's time is set beside the raw writes plus the model's own time.
+same vectors into the same graph. The service's time is set beside the raw writes plus the model's own time; the
+last column is each phase's time after its last write (the index's build; for the service, its closing count too).
 """
 from __future__ import annotations
 
@@ -115,54 +116,59 @@ def measure(url: str) -> None:
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE memory_derivedartifact")
 
-    def raw_writes(vectors: list[bytes], identity: str, rebuild_index: bool) -> float:
+    def raw_writes(vectors: list[bytes], identity: str, rebuild_index: bool) -> tuple[float, float]:
+        """Seconds in all, and of them the index's build (0 into the index)."""
         raw = bench_search._raw_connect(url)
         started = time.perf_counter()
         if rebuild_index:
             raw.execute(f"DROP INDEX CONCURRENTLY {index.INDEX}")
         for first in range(0, len(ids), BATCH):
             raw.execute(RAW_UPDATE, [identity, ids[first:first + BATCH], vectors[first:first + BATCH]])
+        written = time.perf_counter()
         if rebuild_index:
             raw.execute(index.PG_INDEX)
-        seconds = time.perf_counter() - started
+        ended = time.perf_counter()
         raw.close()
         assert bench_search._fetch("SELECT count(*) FROM memory_derivedartifact WHERE embedder = %s",
                                    [identity]) == [(len(ids),)]
         assert index.index_valid(connection) is True
-        return seconds
+        return ended - started, ended - written
 
     def restore() -> None:
         """The store as it was built (HashingEmbedder's vectors), untimed."""
         raw_writes(hashed, "hashing-256-v1", rebuild_index=True)
         vacuum()
 
-    def service(rebuild_index: bool) -> float:
+    def service(rebuild_index: bool) -> tuple[float, float]:
+        """Seconds in all, and of them what came after the last batch's write (the index's build, the count)."""
         assert embeddings_stale().count() == len(stored)
+        batches = []
         started = time.perf_counter()
-        result = reembed(batch_size=BATCH, rebuild_index=rebuild_index)
-        seconds = time.perf_counter() - started
+        result = reembed(batch_size=BATCH, rebuild_index=rebuild_index,
+                         on_batch=lambda made, skipped: batches.append(time.perf_counter()))
+        ended = time.perf_counter()
         assert (result.made, result.left, result.index_rebuilt) == (len(stored), 0, rebuild_index), result
         assert bench_search._fetch("SELECT vector FROM memory_derivedartifact WHERE id = %s",
                                    [ids[-1]])[0][0] == remade[-1], "not the vectors the raw side wrote"
-        return seconds
+        return ended - started, ended - batches[-1]
 
     n = len(stored)
-    rows = [("embed only (model)", embed_seconds)]
+    rows = [("embed only (model)", embed_seconds, 0.0)]
     for rebuild_index in (False, True):
         how = "index rebuilt" if rebuild_index else "into the index"
         vacuum()
-        rows.append((f"raw SQL, {how}", raw_writes(remade, semantic, rebuild_index)))
+        rows.append((f"raw SQL, {how}", *raw_writes(remade, semantic, rebuild_index)))
         print(f"  {rows[-1][0]}: {rows[-1][1]:.1f} s", flush=True)
         restore()
-        rows.append((f"service, {how}", service(rebuild_index)))
+        rows.append((f"service, {how}", *service(rebuild_index)))
         print(f"  {rows[-1][0]}: {rows[-1][1]:.1f} s", flush=True)
         restore()
     assert bytes(bench_search._fetch("SELECT vector FROM memory_derivedartifact WHERE id = %s",
                                      [ids[0]])[0][0]) == hashed[0], "the store is not back as it was built"
 
-    print(f"{'':28} {'seconds':>9} {'vectors/s':>10}")
-    for label, seconds in rows:
-        print(f"{label:28} {seconds:9.1f} {n / seconds:10.0f}")
+    print(f"{'':28} {'seconds':>9} {'vectors/s':>10} {'after the writes (s)':>21}")
+    for label, seconds, after in rows:
+        print(f"{label:28} {seconds:9.1f} {n / seconds:10.0f} {after:21.1f}")
     for i, how in ((1, "into the index"), (3, "index rebuilt")):
         print(f"service / (model + raw), {how}: {rows[i + 1][1] / (embed_seconds + rows[i][1]):.2f}")
 

@@ -68,6 +68,26 @@ def _texts(rows: list[tuple[int, str]]) -> list[str]:
     return [embedded_text(content, contents.get(pk, [])) for pk, content in rows]
 
 
+# One batch's new vectors in one statement, on both databases (UPDATE ... FROM: PostgreSQL; SQLite since 3.33),
+# each written only while its row is still what `embeddings_stale()` selects: the WHERE is that queryset's
+# condition, which PostgreSQL checks again on the newest version of a row a forget has changed meanwhile. Not
+# `bulk_update()`: its CASE WHEN of one branch a row cost more in Python than the UPDATE in the database
+# (0.3 s a batch of 500, bench/bench_reembed.py). VALUES names its columns column1, column2 on both.
+_WRITE_SQL = """UPDATE {table} SET vector = v.column2, embedder = %s
+FROM (VALUES {rows}) AS v
+WHERE {table}.id = v.column1 AND {table}.kind = %s AND {table}.vector IS NOT NULL
+  AND {table}.forgotten_at IS NULL AND {table}.redacted_at IS NULL AND {table}.embedder <> %s"""
+
+
+def _vectors_write(identity: str, remade: list[tuple[int, bytes]]) -> int:
+    """Each (artifact id, vector) written with `identity` as its embedder, in one transaction; the count written."""
+    sql = _WRITE_SQL.format(table=DerivedArtifact._meta.db_table, rows=", ".join(["(%s, %s)"] * len(remade)))
+    params = [identity, *(value for row in remade for value in row), ArtifactKind.EMBEDDING.value, identity]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
 def similarity_index():
     """Memory 0016, the HNSW index's one definition: its statement and its CONCURRENTLY build."""
     return importlib.import_module("memory.migrations.0016_similarity_hnsw_index")
@@ -102,10 +122,7 @@ def reembed(*, batch_size: int = BATCH, rebuild_index: bool = False,
         if not rows:
             break
         vectors = model.embed(_texts(rows))
-        remade = [DerivedArtifact(pk=pk, vector=vector_to_bytes(vector), embedder=identity)
-                  for (pk, _), vector in zip(rows, vectors)]
-        with transaction.atomic():
-            written = embeddings_stale().bulk_update(remade, ["vector", "embedder"], batch_size=len(remade))
+        written = _vectors_write(identity, [(pk, vector_to_bytes(vector)) for (pk, _), vector in zip(rows, vectors)])
         made, skipped, after = made + written, skipped + len(rows) - written, rows[-1][0]
         if on_batch:
             on_batch(written, len(rows) - written)
