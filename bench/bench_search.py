@@ -453,10 +453,14 @@ def _rank(word: str) -> int:
     return 1 + sum(d * len(SYLLABLES) ** i for i, d in enumerate(digits))
 
 
+def _owned(tenant_id: int) -> list[int]:
+    """The tenant's record ids, in order (not one range of ids: --interleave)."""
+    return [pk for (pk,) in _fetch("SELECT id FROM memory_record WHERE tenant_id = %s ORDER BY id", [tenant_id])]
+
+
 def _queries(rng: random.Random, tenant_id: int, count: int, corpus: bool) -> list[tuple[str, str]]:
     """(kind, q) pairs drawn from random records of the tenant (see the module docstring)."""
-    low, high = _fetch("SELECT min(id), max(id) FROM memory_record WHERE tenant_id = %s", [tenant_id])[0]
-    ids = rng.sample(range(low, high + 1), count)
+    ids = rng.sample(_owned(tenant_id), count)
     contents = dict(_fetch("SELECT id, content FROM memory_record WHERE id = ANY(%s)", [ids]))
     queries = []
     for pk in ids:
@@ -481,8 +485,7 @@ def _queries(rng: random.Random, tenant_id: int, count: int, corpus: bool) -> li
 
 def _similar_queries(rng: random.Random, tenant_id: int, count: int, corpus: bool) -> list[str]:
     """Texts drawn from random records of the tenant (see the module docstring)."""
-    low, high = _fetch("SELECT min(id), max(id) FROM memory_record WHERE tenant_id = %s", [tenant_id])[0]
-    ids = rng.sample(range(low, high + 1), count)
+    ids = rng.sample(_owned(tenant_id), count)
     contents = dict(_fetch("SELECT id, content FROM memory_record WHERE id = ANY(%s)", [ids]))
     queries = []
     for pk in ids:
@@ -591,8 +594,8 @@ def measure(args, url: str) -> None:
     rng = random.Random(args.seed)
     corpus = args.corpus is not None
     warm, queries = _queries(rng, tenant.pk, args.queries, corpus), _queries(rng, tenant.pk, args.queries, corpus)
-    low, high = _fetch("SELECT min(id), max(id) FROM memory_record WHERE tenant_id = %s", [tenant.pk])[0]
-    fetch_ids = [rng.randrange(low, high + 1) for _ in range(args.queries)]
+    owned = _owned(tenant.pk)
+    fetch_ids = [rng.choice(owned) for _ in range(args.queries)]
     _, key = token_issue(tenant_name=TENANT, role="agent")
     client = Client(HTTP_AUTHORIZATION=f"Token {key}")
     raw = _raw_connect(url)
