@@ -24,8 +24,10 @@ probability 0.6, one of its topic's 300 words (drawn with the same law among the
 whole vocabulary; by default (0) every word is drawn from the whole vocabulary, independently: no two records
 are related but by chance, the hardest case for an approximate index. With --corpus FILE, each record's content
 is instead a line of FILE, in order (the measured tenant's first, then each noise tenant's): real prose, from
-bench/corpus_debian.py. --embedder sets the service's embedder for the run (LEDGER_EMBEDDER), e.g. the semantic
-memory.embedding.WordLlamaEmbedder; a store is reused only with the content and embedder it was built with.
+bench/corpus_debian.py. --embedder sets the service's embedder for the run (LEDGER_EMBEDDER): by default
+memory.embedding.HashingEmbedder, whose vectors of the generated words are made here ~50x faster (a semantic
+model's neighbourhoods mean nothing there); with --corpus, the service's default, WordLlamaEmbedder. A store is
+reused only with the content and embedder it was built with.
 
 Measured, each over --queries queries after a warm-up pass on other queries (p50 / p99, in ms):
   fetch by id:     `record_read` (selector); GET /api/v1/memory/records/<id> (Django's test Client, in process,
@@ -109,8 +111,9 @@ def _args() -> argparse.Namespace:
                         help="a text file, one record's content a line (bench/corpus_debian.py makes one of real "
                              "prose): the records' content instead of drawn words")
     parser.add_argument("--embedder", default=HASHING,
-                        help="the service's embedder for this run (LEDGER_EMBEDDER), e.g. "
-                             "memory.embedding.WordLlamaEmbedder (the `semantic` extra)")
+                        help="the service's embedder for this run (LEDGER_EMBEDDER): by default HashingEmbedder, "
+                             "for the generated words; with --corpus, memory.embedding.WordLlamaEmbedder, the "
+                             "service's default")
     parser.add_argument("--interleave", action="store_true",
                         help="the tenants' records interleaved in write order, as tenants write in production (by "
                              "default each tenant's are written after the one before's, the measured tenant's first)")

@@ -230,8 +230,10 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # after every task), and with CONN_HEALTH_CHECKS checked before a kept connection is used again.
 CELERY_DB_REUSE_MAX = env.int("LEDGER_WORKER_DB_REUSE_MAX", default=1000)
 
-# The embedder that turns content into vectors for similarity search (dotted path to a class).
-LEDGER_EMBEDDER = env.str("LEDGER_EMBEDDER", default="memory.embedding.HashingEmbedder")
+# The embedder that turns content into vectors for similarity search (dotted path to a class; memory.embedding).
+# After it changes on a store that has vectors, `manage.py reembed` makes them again (README, "Changing the
+# embedder").
+LEDGER_EMBEDDER = env.str("LEDGER_EMBEDDER", default="memory.embedding.WordLlamaEmbedder")
 # Candidates the HNSW similarity index keeps per search (pgvector's `hnsw.ef_search`, 1-1000); unset (None), the
 # embedder's own `hnsw_ef_search`: what its vectors need for recall@10 >= 0.95 at 1,000,000 as measured
 # (memory.embedding; bench/README.md, "bench_search.py"). A search costs about linearly in it.

@@ -15,8 +15,8 @@ def embedder_check(app_configs=None, **kwargs) -> list:
         model = embedder()
     except Exception as error:  # noqa: BLE001 - any failure to load is the finding
         return [Error(f"LEDGER_EMBEDDER {settings.LEDGER_EMBEDDER!r} cannot be loaded: {error!r}",
-                      hint="a dotted path to an importable class; memory.embedding.WordLlamaEmbedder needs "
-                           "the `semantic` extra: pip install -e '.[semantic]'",
+                      hint="a dotted path to an importable class; memory.embedding.WordLlamaEmbedder needs the "
+                           "`wordllama` package (a dependency of this project: pip install -e .)",
                       id="memory.E001")]
     dim = getattr(model, "dim", None)
     if not isinstance(dim, int) or dim < 1 or not callable(getattr(model, "embed", None)):

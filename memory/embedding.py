@@ -1,12 +1,12 @@
 """Embedders turn content into vectors for similarity search; pluggable through settings.LEDGER_EMBEDDER.
 
-The default, `HashingEmbedder`, needs no download: feature hashing of word unigrams and character
-trigrams into a fixed number of dimensions, signed, L2-normalized. It is a real vector space (texts
-sharing words and spellings are close), not a semantic model.
-
-`WordLlamaEmbedder` is one (the `semantic` extra): texts with the same meaning in other words are close. A
-deployment sets LEDGER_EMBEDDER to either, or to a class of its own with a `dim` and an `embed()` (and an
-`identity`, else its dotted path stands for it).
+The default, `WordLlamaEmbedder`, is a semantic model whose weights ship in its wheel (nothing is downloaded):
+texts with the same meaning in other words are close. `HashingEmbedder` needs no model: feature hashing of word
+unigrams and character trigrams into a fixed number of dimensions, signed, L2-normalized; a real vector space
+(texts sharing words and spellings are close), not a semantic one, and the default until the stores' vectors
+recorded their maker (memory 0018) and could be made again (`manage.py reembed`). A deployment sets
+LEDGER_EMBEDDER to either, or to a class of its own with a `dim` and an `embed()` (and an `identity`, else its
+dotted path stands for it).
 
 Vectors of two embedders are not comparable: each embedding artifact records the `identity` of the embedder
 that made its vector (`DerivedArtifact.embedder`), and the similarity search compares the query's vector with

@@ -249,11 +249,11 @@ def _embedding_index(tenant: Tenant) -> QuerySet:
 # The HNSW index (memory 0016): `memory_derivedartifact.embedding`, the live embeddings' vectors, NULL for every
 # other row (forgotten, redacted, deleted rows are not in it), on PostgreSQL with pgvector.
 HNSW_DIM = 256
-DEFAULT_HNSW_EF_SEARCH = 800  # for an embedder that does not say (the default embedder's)
+DEFAULT_HNSW_EF_SEARCH = 800  # for an embedder that does not say (HashingEmbedder's)
 # Candidates the graph search keeps: settings.LEDGER_HNSW_EF_SEARCH, or else the embedder's `hnsw_ef_search`
-# (800 for the default embedder, 100 for the semantic one; pgvector's own default is 40): with m=32 and
-# ef_construction=128, recall@10 against the exact scan at 1,000,000 embeddings is 0.91 for the default
-# embedder on the bench's generated words, 0.97 for the semantic one on real prose (bench/README.md). The iterative
+# (800 for HashingEmbedder, 100 for WordLlamaEmbedder; pgvector's own default is 40): with m=32 and
+# ef_construction=128, recall@10 against the exact scan at 1,000,000 embeddings is 0.91 for HashingEmbedder
+# on the bench's generated words, 0.97 for WordLlamaEmbedder on real prose (bench/README.md). The iterative
 # scan (pgvector 0.8) goes on past them while the tenant's filter has thrown too many away, up to
 # `hnsw.max_scan_tuples` (20,000 by default) index tuples: a tenant whose rows are fewer than 1 in 2,000 of the
 # nearest can come back with fewer than k.

@@ -301,12 +301,12 @@ def test_worker_death_stops_the_web_server_and_exits_nonzero(tmp_path):
 
 
 def test_vectors_another_embedder_made_are_told_at_start(sqlite_migrated):
-    # Given: a store whose vectors the default embedder made
-    env = sqlite_env(sqlite_migrated)
+    # Given: a store whose vectors HashingEmbedder made (the default until WordLlamaEmbedder)
+    env = sqlite_env(sqlite_migrated, LEDGER_EMBEDDER="memory.embedding.HashingEmbedder")
     manage_script(WRITE % (["the cat slept on the mat"],), env=env)
 
-    # When: the service starts with another embedder
-    served = Served(sqlite_migrated.parent, LEDGER_EMBEDDER="memory.embedding.WordLlamaEmbedder")
+    # When: the service starts with the default embedder
+    served = Served(sqlite_migrated.parent)
     pids: dict[str, int] = {}
     try:
         # Then: it says so before it serves, with what to do

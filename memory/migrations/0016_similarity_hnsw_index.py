@@ -20,9 +20,9 @@ raw SQL included; Django's flush (TRUNCATE) and the application role's table gra
 similarity query filters by the row's own `tenant_id`. The guard triggers (0003, 0013) watch records only, and
 a BEFORE trigger never sees a generated column: nothing there to change.
 
-Why 256: what the default embedder (`memory.embedding.HashingEmbedder`) makes; HNSW needs the dimension in the
-column's type. An embedder of another dimension writes rows the column leaves NULL, and the similarity search
-falls back to its exact NumPy scan (memory.selectors).
+Why 256: what the embedders of memory.embedding make; HNSW needs the dimension in the column's type. An embedder
+of another dimension writes rows the column leaves NULL, and the similarity search falls back to its exact NumPy
+scan (memory.selectors).
 
 HNSW parameters: m = 32, ef_construction = 128 (bench/README.md: recall@10 against exact brute force); the
 search sets `hnsw.ef_search` and pgvector 0.8's iterative scan per query (memory.selectors).

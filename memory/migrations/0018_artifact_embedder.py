@@ -2,18 +2,20 @@
 (memory.embedding.identity_of), so that the similarity search compares a query only with vectors of the embedder
 that made the query's, and `manage.py reembed` knows which to make again after LEDGER_EMBEDDER changes.
 
-The vectors written before this migration are identified by making some of them again: the 20 oldest and the
-20 newest live embeddings, each from its own text (its content, else its sources' contents, as the service
-embedded it), by the configured embedder and then by `HashingEmbedder` (the default before a deployment chose
-another). The first whose vectors are all the same as the stored ones is recorded as their maker; where none
-is (a store that changed embedder once, sources edited since), they are recorded as unknown (''), and the
-migration warns: the similarity search skips them until `manage.py reembed` has made them again.
+The vectors written before this migration are identified by making some of them again: the 20 oldest and the 20
+newest live embeddings, each from its own text (its content, else its sources' contents, as the service embedded
+it), by the configured embedder and then by `HashingEmbedder` (the default embedder before `WordLlamaEmbedder`).
+The first whose vectors are all the same as the stored ones is recorded as their maker; where none is (a store that
+changed embedder once, sources edited since), they are recorded as unknown (''), and the migration warns: the
+similarity search skips them until `manage.py reembed` has made them again. It warns too when their maker is
+not the configured embedder (a store from before WordLlamaEmbedder became the default).
 
 On PostgreSQL the identity is the new column's DEFAULT when it is added, which PostgreSQL keeps in the catalog
-without writing a row (the HNSW index's rows would each be written anew by an UPDATE: ~20 minutes at 1,000,000
-embeddings); the default is then set to '' for rows written afterwards. Rows of the other kinds thus read the
-identity too, which means nothing where there is no vector. SQLite (the embedded default, small): the column is
-added with '' and the embeddings' rows are updated.
+without writing a row (an UPDATE would write each row anew and, where its page has no room for the new version,
+into every index, the HNSW graph too: up to ~15 ms a row at 50,000 embeddings, hours at 1,000,000,
+bench/bench_reembed.py); the default is then set to '' for rows written afterwards. Rows of the other kinds thus
+read the identity too, which means nothing where there is no vector. SQLite (the embedded default, small): the
+column is added with '' and the embeddings' rows are updated.
 """
 import warnings
 
@@ -44,8 +46,9 @@ def _sample(cursor) -> list[tuple[str, bytes]]:
     return sampled
 
 
-def _maker(sampled: list[tuple[str, bytes]]) -> str:
-    """The identity of the embedder that makes every sampled vector again, '' when none does."""
+def _maker(sampled: list[tuple[str, bytes]]) -> tuple[str, str | None]:
+    """The identity and dotted path of the embedder that makes every sampled vector again; ('', None) when none
+    does."""
     from memory.embedding import identity_of
 
     for path in dict.fromkeys([settings.LEDGER_EMBEDDER, FORMER_DEFAULT]):
@@ -56,19 +59,23 @@ def _maker(sampled: list[tuple[str, bytes]]) -> str:
         made = np.asarray(model.embed([text for text, _ in sampled]), dtype="<f4")
         stored = [np.frombuffer(vector, dtype="<f4") for _, vector in sampled]
         if all(v.shape == m.shape and np.allclose(v, m, atol=1e-6) for v, m in zip(stored, made)):
-            return identity_of(model)
-    return ""
+            return identity_of(model), path
+    return "", None
 
 
 def forward(apps, schema_editor) -> None:
     connection = schema_editor.connection
     with connection.cursor() as cursor:
         sampled = _sample(cursor)
-    maker = _maker(sampled) if sampled else ""
+    maker, path = _maker(sampled) if sampled else ("", None)
     if sampled and not maker:
         warnings.warn("memory 0018: the store's vectors were made by neither LEDGER_EMBEDDER nor HashingEmbedder; "
                       "the similarity search skips them until `manage.py reembed` makes them again",
                       RuntimeWarning, stacklevel=1)
+    elif sampled and path != settings.LEDGER_EMBEDDER:
+        warnings.warn(f"memory 0018: the store's vectors were made by {path}, not by LEDGER_EMBEDDER "
+                      f"({settings.LEDGER_EMBEDDER}); the similarity search skips them until `manage.py reembed` "
+                      "makes them again (or set LEDGER_EMBEDDER to it)", RuntimeWarning, stacklevel=1)
     add = "ALTER TABLE memory_derivedartifact ADD COLUMN embedder varchar(100) NOT NULL DEFAULT %s"
     if connection.vendor == "postgresql":
         schema_editor.execute(add, params=[maker])

@@ -196,10 +196,10 @@ def test_the_admin_shows_which_embedder_made_a_vector_and_does_not_let_it_be_edi
     client = client_as("superuser")
     url = f"/admin/memory/derivedartifact/{artifact.pk}/change/"
     page = client.get(url).content.decode()
-    assert "hashing-256-v1" in page and 'name="embedder"' not in page
+    assert "wordllama-l2_supercat-256" in page and 'name="embedder"' not in page
 
     client.post(url, {"tenant": tenant.pk, "scope": artifact.scope_id, "kind": "embedding", "content": "",
                       "holder": "", "created_at_0": "2026-01-01", "created_at_1": "00:00:00",
                       "embedder": "someone-else"})
     artifact.refresh_from_db()
-    assert artifact.embedder == "hashing-256-v1"
+    assert artifact.embedder == "wordllama-l2_supercat-256"

@@ -1,5 +1,6 @@
 """Memory migration 0018 on a store that has vectors already: it records which embedder made them by making some
-again, on PostgreSQL without writing a row (the HNSW index would be written anew), and records vectors that no
+again, on PostgreSQL without writing a row (the HNSW index would be written anew); it warns when that is not the
+configured embedder (a store from before WordLlamaEmbedder became the default), and records vectors that no
 embedder it knows makes as unknown, with a warning, until `manage.py reembed`. Then the same on SQLite."""
 from __future__ import annotations
 
@@ -37,7 +38,9 @@ def makers() -> set[str]:
     return set(DerivedArtifact.objects.filter(kind="embedding").values_list("embedder", flat=True))
 
 
-def test_a_default_embedders_vectors_are_recorded_as_its_without_a_row_written(tenant, chat, leaves):
+def test_the_former_default_embedders_vectors_are_recorded_as_its_without_a_row_written(tenant, chat, leaves,
+                                                                                         embedder_as):
+    embedder_as(HASHING)
     notes = written(tenant, chat)
     artifact_write(tenant=tenant, kind="embedding", source_ids=[notes[0].pk, notes[1].pk])
     artifact_write(tenant=tenant, kind="summary", source_ids=[notes[0].pk], content="a cat")
@@ -55,6 +58,21 @@ def test_a_default_embedders_vectors_are_recorded_as_its_without_a_row_written(t
                        "VALUES (%s, %s, 'summary', 'raw', '', now()) RETURNING embedder",
                        [tenant.pk, notes[0].scope_id])
         assert cursor.fetchone() == ("",)
+
+
+def test_a_store_of_the_former_default_under_the_new_one_is_told_to_reembed(tenant, chat, leaves, embedder_as):
+    embedder_as(HASHING)
+    notes = written(tenant, chat)
+    embedder_as(SEMANTIC)  # the upgrade: the default is now WordLlamaEmbedder
+
+    MigrationExecutor(connection).migrate(BEFORE)
+    with pytest.warns(RuntimeWarning, match=r"made by memory\.embedding\.HashingEmbedder, not by LEDGER_EMBEDDER"):
+        MigrationExecutor(connection).migrate(leaves)
+
+    assert makers() == {"hashing-256-v1"}
+    assert found(tenant, NOTES[0]) == []
+    assert reembed().made == len(notes)
+    assert found(tenant, "a kitten dozing on a rug", limit=1) == [notes[0].pk]
 
 
 def test_the_configured_embedders_vectors_are_recorded_as_its(tenant, chat, leaves, embedder_as):
@@ -107,7 +125,7 @@ print(json.dumps({"makers": sorted(set(DerivedArtifact.objects.values_list("embe
 
 
 def test_on_sqlite_the_migration_records_the_maker_and_reembed_makes_them_again(sqlite_migrated):
-    env = sqlite_env(sqlite_migrated)
+    env = sqlite_env(sqlite_migrated, LEDGER_EMBEDDER=HASHING)
     ids = manage_script(WRITE % (NOTES,), env=env)
     manage("migrate", "memory", "0017", "--skip-checks", env=env)
     manage("migrate", "--skip-checks", env=env)

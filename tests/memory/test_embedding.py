@@ -109,11 +109,12 @@ def test_a_misconfigured_embedder_is_reported_at_start_not_at_the_first_write(em
     assert [message.id for message in checks.embedder_check()] == [code]
 
 
-def test_an_embedder_whose_library_is_missing_names_the_extra(embedder_as, monkeypatch):
-    monkeypatch.setitem(sys.modules, "wordllama", None)  # as if the `semantic` extra were not installed
+def test_an_embedder_whose_library_is_missing_names_the_package(embedder_as, monkeypatch):
+    monkeypatch.setitem(sys.modules, "wordllama", None)  # as if wordllama were not installed
     embedder_as(SEMANTIC)
     [message] = checks.embedder_check()
-    assert message.id == "memory.E001" and "semantic" in message.hint and "wordllama" in message.msg
+    assert message.id == "memory.E001" and "wordllama" in message.msg
+    assert "`wordllama` package" in message.hint and "pip install -e ." in message.hint
 
 
 def test_both_embedders_pass_the_check(embedder_as):

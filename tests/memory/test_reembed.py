@@ -30,6 +30,13 @@ NOTES = ["the cat slept on the mat all afternoon", "the quarterly invoice for th
          "my sister moved to Lisbon last spring", "our flight to Oslo leaves at dawn on Tuesday"]
 
 
+@pytest.fixture(autouse=True)
+def made_by_hashing(embedder_as):
+    """Each test's store is written by HashingEmbedder, as a store from before WordLlamaEmbedder became the default,
+    and most then move to the semantic one."""
+    embedder_as(HASHING)
+
+
 def embedding_of(record_pk: int) -> DerivedArtifact:
     return DerivedArtifact.objects.get(kind="embedding", lineage__source_id=record_pk, content="")
 
