@@ -12,12 +12,13 @@ is restored later comes back with its old embedder's vector: the next run makes 
 A run can stop anywhere and run again: it picks up the rows still to do. The search finds each row's new vector
 from its batch's commit on; the rows still to do are passed over by the search meanwhile.
 
-On PostgreSQL each new vector goes into the HNSW graph as its row is written (a new row version), which is most
-of a re-embed's time: ~15 ms a vector at 50,000 embeddings, ~4 ms at 10,000, against ~0.1 ms for the model's
-embed() and ~0.1 ms for the rest of the write without the index (bench/bench_reembed.py). With `rebuild_index`, the index is dropped first (CONCURRENTLY) and built again at the
-end (CONCURRENTLY, memory 0016's own build), far faster for a whole store, while the similarity search answers
-exactly, without the index (slower, not wrong), until it is ready; a run cut short leaves the store without the
-index until the next run with `rebuild_index` (or memory 0016 again) builds it.
+On PostgreSQL each new vector goes into the HNSW graph as its row is written (a new row version), which is most of
+a re-embed's time: ~15 ms a vector at 50,000 embeddings, ~4 ms at 10,000, against ~0.1 ms for the model's embed()
+and ~0.3 ms for the rest of the write without the index (bench/bench_reembed.py). With `rebuild_index`, the index
+is dropped first (CONCURRENTLY) and built again at the end (CONCURRENTLY, memory 0016's own build), far faster for
+a whole store, while the similarity search answers exactly, without the index (slower, not wrong), until it is
+ready; a run cut short leaves the store without the index until the next run with `rebuild_index` (or memory 0016
+again) builds it.
 """
 from __future__ import annotations
 
