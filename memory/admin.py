@@ -174,17 +174,15 @@ def refusals_text(refused: list[dict], *, listed: int = 20) -> str:
 
 
 @admin.register(DerivedArtifact)
-class DerivedArtifactAdmin(admin.ModelAdmin):
-    list_display = ["id", "kind", "tenant", "holder", "created_at", "forgotten_at"]
+class DerivedArtifactAdmin(ReadOnlyAdmin):
+    """Viewed only. Artifacts are written through the memory API (artifact_write: lineage, embedding) and forgotten
+    through the one guarded forget; an edit here would bypass both: a forgotten or redacted copy given back its
+    content or its visibility after its tombstone said otherwise, or an embedding's vector and embedder out of
+    step (`manage.py reembed` makes vectors again)."""
+    list_display = ["id", "kind", "tenant", "holder", "embedder", "created_at", "forgotten_at"]
     list_filter = ["kind"]
     list_select_related = ["tenant"]
     show_full_result_count = False
-    raw_id_fields = ["scope", "forget_event"]
-    # Which embedder made the vector is a fact about the vector, not a choice: `manage.py reembed` changes it.
-    readonly_fields = ["embedder"]
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(ForgetEvent)

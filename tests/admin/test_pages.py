@@ -11,6 +11,7 @@ from django.utils import timezone
 from dsr.models import ConflictStatus, RequestStatus, RequestTransition, RetentionConflict, SubjectRequest
 from dsr.services import request_create
 from memory.models import DerivedArtifact, Record
+from memory.services import ForgetTarget, artifact_write, records_forget
 from retention.models import LegalHold, RetentionRule
 from retention.table_diff import table_diff
 from tests.admin.conftest import conflicts_make
@@ -190,7 +191,8 @@ def test_the_bulk_start_starts_the_verified_requests_together_and_names_the_othe
 
 
 @pytest.mark.django_db
-def test_the_admin_shows_which_embedder_made_a_vector_and_does_not_let_it_be_edited(tenant, chat, client_as):
+def test_the_admin_shows_which_embedder_made_a_vector_and_does_not_let_an_artifact_be_edited(tenant, chat,
+                                                                                              client_as):
     note = record(tenant, chat, content="the cat slept on the mat")
     artifact = DerivedArtifact.objects.get(kind="embedding", lineage__source=note)
     client = client_as("superuser")
@@ -203,3 +205,33 @@ def test_the_admin_shows_which_embedder_made_a_vector_and_does_not_let_it_be_edi
                       "embedder": "someone-else"})
     artifact.refresh_from_db()
     assert artifact.embedder == "wordllama-l2_supercat-256"
+
+
+@pytest.mark.django_db
+def test_no_one_can_give_a_forgotten_or_redacted_copy_back_through_the_admin(tenant, chat, client_as):
+    """An artifact is forgotten only through the guarded forget and written only through the memory API: the admin
+    shows artifacts and changes none, not even for a superuser (a copy given back after its tombstone would make
+    the tombstone false)."""
+    notes = [record(tenant, chat, content=text) for text in ("the cat slept on the mat", "an invoice is due")]
+    summary = artifact_write(tenant=tenant, kind="summary", source_ids=[notes[1].pk], content="an invoice")
+    records_forget(tenant=tenant, target=ForgetTarget(record_ids=(notes[0].pk,)), mode="soft", actor="test")
+    records_forget(tenant=tenant, target=ForgetTarget(record_ids=(notes[1].pk,)), mode="redact", actor="test")
+    hidden = DerivedArtifact.objects.get(kind="embedding", lineage__source=notes[0])
+    before = list(DerivedArtifact.objects.order_by("pk").values())
+    assert hidden.forgotten_at is not None and before[-1]["redacted_at"] is not None
+    client = client_as("superuser")
+
+    for artifact, changes in ((hidden, {"forgotten_at_0": "", "forgotten_at_1": ""}),
+                              (summary, {"content": "an invoice", "redacted_at_0": "", "redacted_at_1": ""})):
+        url = f"/admin/memory/derivedartifact/{artifact.pk}/change/"
+        page = client.get(url)
+        assert page.status_code == 200 and b'name="content"' not in page.content and b'name="_save"' not in page.content
+        form = {"tenant": tenant.pk, "scope": artifact.scope_id, "kind": artifact.kind, "holder": "",
+                "created_at_0": "2026-01-01", "created_at_1": "00:00:00", "content": "", **changes}
+        assert client.post(url, form).status_code == 403
+    assert client.get("/admin/memory/derivedartifact/add/").status_code == 403
+    assert client.post("/admin/memory/derivedartifact/add/", {"tenant": tenant.pk, "kind": "summary",
+                                                              "content": "x"}).status_code == 403
+    assert client.post("/admin/memory/derivedartifact/", {"action": "delete_selected",
+                                                          "_selected_action": [hidden.pk]}).status_code in (200, 302)
+    assert list(DerivedArtifact.objects.order_by("pk").values()) == before
