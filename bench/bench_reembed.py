@@ -5,7 +5,8 @@ writes in raw SQL, in the same run.
     .venv/bin/python bench/bench_reembed.py --reuse           # keeps the store of an earlier run
 
 The store: bench_search.py's (the same builder and server; database ledger_bench_reembed): one tenant with
---records records (default 50,000), each with an embedding by the default `HashingEmbedder`, in the HNSW index.
+--records records (default 50,000), each with an embedding by `HashingEmbedder` (the former default), in the HNSW
+index.
 Measured, with the semantic `WordLlamaEmbedder` as the configured embedder:
   embed only:  the model's `embed()` of every embedding's text, 500 texts a call, nothing read or written;
   service:     `reembed(batch_size=500)`: every vector made again and written (read, embed, UPDATE a batch),
@@ -46,7 +47,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--reuse", action="store_true", help="keep the store of an earlier run if it has this shape")
     args = parser.parse_args()
-    # bench_search's store of this shape: one tenant, every record embedded, drawn words, the default embedder.
+    # bench_search's store of this shape: one tenant, every record embedded, drawn words, HashingEmbedder.
     return argparse.Namespace(records=args.records, noise_tenants=0, noise_records=0, embeddings=args.records,
                               noise_embeddings=0, seed=20, topics=0, corpus=None, embedder=bench_search.HASHING,
                               interleave=False,
@@ -91,7 +92,7 @@ def measure(url: str) -> None:
                                  "WHERE kind = 'embedding' AND vector IS NOT NULL ORDER BY id")
     made_by = {row[3] for row in stored}
     if made_by != {"hashing-256-v1"}:
-        sys.exit(f"bench_reembed: the store's vectors are not all the default embedder's ({made_by}); "
+        sys.exit(f"bench_reembed: the store's vectors are not all HashingEmbedder's ({made_by}); "
                  "run without --reuse")
     print(f"PostgreSQL {bench_search._fetch('SHOW server_version')[0][0]}, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.2f}; {len(stored):,} embeddings of HashingEmbedder, made again by "
