@@ -461,9 +461,9 @@ def _owned(tenant_id: int) -> list[int]:
     return [pk for (pk,) in _fetch("SELECT id FROM memory_record WHERE tenant_id = %s ORDER BY id", [tenant_id])]
 
 
-def _queries(rng: random.Random, tenant_id: int, count: int, corpus: bool) -> list[tuple[str, str]]:
-    """(kind, q) pairs drawn from random records of the tenant (see the module docstring)."""
-    ids = rng.sample(_owned(tenant_id), count)
+def _queries(rng: random.Random, owned: list[int], count: int, corpus: bool) -> list[tuple[str, str]]:
+    """(kind, q) pairs drawn from random records of the tenant, whose ids are `owned` (see the module docstring)."""
+    ids = rng.sample(owned, count)
     contents = dict(_fetch("SELECT id, content FROM memory_record WHERE id = ANY(%s)", [ids]))
     queries = []
     for pk in ids:
@@ -486,9 +486,9 @@ def _queries(rng: random.Random, tenant_id: int, count: int, corpus: bool) -> li
     return queries
 
 
-def _similar_queries(rng: random.Random, tenant_id: int, count: int, corpus: bool) -> list[str]:
-    """Texts drawn from random records of the tenant (see the module docstring)."""
-    ids = rng.sample(_owned(tenant_id), count)
+def _similar_queries(rng: random.Random, owned: list[int], count: int, corpus: bool) -> list[str]:
+    """Texts drawn from random records of the tenant, whose ids are `owned` (see the module docstring)."""
+    ids = rng.sample(owned, count)
     contents = dict(_fetch("SELECT id, content FROM memory_record WHERE id = ANY(%s)", [ids]))
     queries = []
     for pk in ids:
@@ -596,8 +596,8 @@ def measure(args, url: str) -> None:
 
     rng = random.Random(args.seed)
     corpus = args.corpus is not None
-    warm, queries = _queries(rng, tenant.pk, args.queries, corpus), _queries(rng, tenant.pk, args.queries, corpus)
     owned = _owned(tenant.pk)
+    warm, queries = _queries(rng, owned, args.queries, corpus), _queries(rng, owned, args.queries, corpus)
     fetch_ids = [rng.choice(owned) for _ in range(args.queries)]
     _, key = token_issue(tenant_name=TENANT, role="agent")
     client = Client(HTTP_AUTHORIZATION=f"Token {key}")
@@ -644,8 +644,8 @@ def measure(args, url: str) -> None:
 
         model = embedder()
         made_by = embedder_identity()
-        similar_warm = _similar_queries(rng, tenant.pk, args.queries, corpus)
-        similar = _similar_queries(rng, tenant.pk, args.queries, corpus)
+        similar_warm = _similar_queries(rng, owned, args.queries, corpus)
+        similar = _similar_queries(rng, owned, args.queries, corpus)
         vectors = {q: model.embed([q])[0] for q in similar_warm + similar}
         texts = {q: selectors._vector_text(v) for q, v in vectors.items()}
 

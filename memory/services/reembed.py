@@ -70,20 +70,22 @@ def _texts(rows: list[tuple[int, str]]) -> list[str]:
 
 
 # One batch's new vectors in one statement, on both databases (UPDATE ... FROM: PostgreSQL; SQLite since 3.33),
-# each written only while its row is still what `embeddings_stale()` selects: the WHERE is that queryset's
-# condition, which PostgreSQL checks again on the newest version of a row a forget has changed meanwhile. Not
-# `bulk_update()`: its CASE WHEN of one branch a row cost more in Python than the UPDATE in the database
+# each written only while its row is still what `embeddings_stale()` selects: the WHERE is that queryset's own,
+# compiled by Django, which PostgreSQL checks again on the newest version of a row a forget has changed meanwhile.
+# Not `bulk_update()`: its CASE WHEN of one branch a row cost more in Python than the UPDATE in the database
 # (0.3 s a batch of 500, bench/bench_reembed.py). VALUES names its columns column1, column2 on both.
 _WRITE_SQL = """UPDATE {table} SET vector = v.column2, embedder = %s
 FROM (VALUES {rows}) AS v
-WHERE {table}.id = v.column1 AND {table}.kind = %s AND {table}.vector IS NOT NULL
-  AND {table}.forgotten_at IS NULL AND {table}.redacted_at IS NULL AND {table}.embedder <> %s"""
+WHERE {table}.id = v.column1 AND {stale}"""
 
 
 def _vectors_write(identity: str, remade: list[tuple[int, bytes]]) -> int:
     """Each (artifact id, vector) written with `identity` as its embedder, in one transaction; the count written."""
-    sql = _WRITE_SQL.format(table=DerivedArtifact._meta.db_table, rows=", ".join(["(%s, %s)"] * len(remade)))
-    params = [identity, *(value for row in remade for value in row), ArtifactKind.EMBEDDING.value, identity]
+    query = embeddings_stale().query
+    stale, stale_params = query.get_compiler(connection=connection).compile(query.where)
+    table = connection.ops.quote_name(DerivedArtifact._meta.db_table)
+    sql = _WRITE_SQL.format(table=table, rows=", ".join(["(%s, %s)"] * len(remade)), stale=stale)
+    params = [identity, *(value for row in remade for value in row), *stale_params]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
